@@ -1,0 +1,2 @@
+//! OWNER: lsh helper. Placeholder so the skeleton compiles.
+fn main() {}

@@ -1,0 +1,10 @@
+//! Corpora: streaming readers for real files, the seeded synthetic corpus generator, and synthetic set pairs
+//! with known Jaccard for the statistical tests.
+
+pub mod pairs;
+pub mod reader;
+pub mod synth;
+
+pub use reader::{
+    CorpusReader, Document, InputFormat, OnError, ReadError, ReadStats, ReaderOptions,
+};

@@ -1,0 +1,1 @@
+//! The end-to-end dedup job. OWNER: LSH helper. To be written.

@@ -1,0 +1,9 @@
+//! Locality-sensitive hashing over MinHash signatures: S-curve theory, (b, r) tuning, the banding index and
+//! grouping by union-find.
+//!
+//! OWNER: LSH helper.
+
+pub mod cluster;
+pub mod index;
+pub mod scurve;
+pub mod tune;

@@ -1,0 +1,1 @@
+//! OWNER: LSH helper. To be written.

@@ -1,0 +1,92 @@
+//! What machine a result came from: CPU model, CPU features, git commit. Every result records these.
+
+use std::process::Command;
+
+/// The CPU model name as the OS reports it (`/proc/cpuinfo` on Linux), or "unknown".
+pub fn cpu_model() -> String {
+    if let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") {
+        for line in info.lines() {
+            if let Some(rest) = line.strip_prefix("model name") {
+                if let Some((_, name)) = rest.split_once(':') {
+                    return name.trim().to_string();
+                }
+            }
+        }
+    }
+    "unknown".to_string()
+}
+
+/// The SIMD-relevant CPU features detected at run time, in a fixed order.
+pub fn cpu_features() -> Vec<&'static str> {
+    let mut out = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        macro_rules! probe {
+            ($($f:tt),*) => { $( if std::arch::is_x86_feature_detected!($f) { out.push($f); } )* };
+        }
+        probe!(
+            "sse4.2",
+            "popcnt",
+            "bmi2",
+            "avx",
+            "avx2",
+            "fma",
+            "avx512f",
+            "avx512bw",
+            "avx512dq",
+            "avx512vl",
+            "avx512ifma",
+            "avx512vbmi",
+            "avx512vpopcntdq"
+        );
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        if std::arch::is_aarch64_feature_detected!("neon") {
+            out.push("neon");
+        }
+    }
+    out
+}
+
+/// Logical CPUs available to this process.
+pub fn logical_cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// The git commit of the working tree (with `-dirty` when it has uncommitted changes), or "unknown".
+pub fn git_commit() -> String {
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output();
+    let Ok(head) = head else {
+        return "unknown".into();
+    };
+    if !head.status.success() {
+        return "unknown".into();
+    }
+    let mut commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    let dirty = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .map(|o| !o.stdout.is_empty())
+        .unwrap_or(false);
+    if dirty {
+        commit.push_str("-dirty");
+    }
+    commit
+}
+
+/// One line describing the machine, for result headers and `lshbench info`.
+pub fn describe() -> String {
+    format!(
+        "{} | {} logical CPUs | {} {} | features: {}",
+        cpu_model(),
+        logical_cpus(),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        cpu_features().join(" ")
+    )
+}

@@ -1,0 +1,92 @@
+//! Sketching a corpus: read documents in batches, shingle and sign each batch in parallel, and hand the
+//! results on in input order. Memory holds one batch of text at a time, so peak RSS stays flat whatever the
+//! corpus size (beyond what the consumer keeps).
+
+use crate::corpus::{CorpusReader, Document, ReadError};
+use crate::kernel::Kernel;
+use crate::shingle::Shingler;
+use rayon::prelude::*;
+
+/// Documents per batch. Large enough to amortise the fork-join, small enough to keep RSS flat.
+pub const BATCH_DOCS: usize = 2048;
+/// A batch also ends once it holds this many bytes of text.
+pub const BATCH_BYTES: usize = 32 << 20;
+
+/// One signed batch, in input order.
+pub struct SignedBatch {
+    pub docs: Vec<Document>,
+    /// `docs.len() * num_perm` slots, row-major.
+    pub signatures: Vec<u32>,
+    /// Whether each document's shingle set was empty (its row is the empty signature).
+    pub empty: Vec<bool>,
+}
+
+impl SignedBatch {
+    pub fn signature(&self, i: usize, num_perm: usize) -> &[u32] {
+        &self.signatures[i * num_perm..(i + 1) * num_perm]
+    }
+}
+
+thread_local! {
+    static IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Signs `docs` in parallel on the current rayon pool. The output does not depend on the thread count.
+pub fn sign_batch(docs: Vec<Document>, shingler: &Shingler, kernel: &dyn Kernel) -> SignedBatch {
+    let k = kernel.num_perm();
+    let mut signatures = vec![0u32; docs.len() * k];
+    let mut empty = vec![false; docs.len()];
+    signatures
+        .par_chunks_mut(k)
+        .zip(empty.par_iter_mut())
+        .zip(docs.par_iter())
+        .with_min_len(8)
+        .for_each(|((out, is_empty), doc)| {
+            IDS.with_borrow_mut(|ids| {
+                shingler.hashes(&doc.text, ids);
+                *is_empty = ids.is_empty();
+                kernel.sign(ids, out);
+            })
+        });
+    SignedBatch {
+        docs,
+        signatures,
+        empty,
+    }
+}
+
+/// Reads the whole corpus, signing batch by batch, and calls `consume` on each batch in input order.
+/// Reading the next batch overlaps with signing the current one. Stops at the first read error under
+/// `OnError::Fail` (the error names file, line and field) or the first error `consume` returns.
+pub fn sketch_corpus(
+    reader: &mut CorpusReader,
+    shingler: &Shingler,
+    kernel: &dyn Kernel,
+    mut consume: impl FnMut(SignedBatch) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut next = read_batch(reader)?;
+    while !next.is_empty() {
+        let docs = std::mem::take(&mut next);
+        let (signed, read) =
+            rayon::join(|| sign_batch(docs, shingler, kernel), || read_batch(reader));
+        consume(signed)?;
+        next = read?;
+    }
+    Ok(())
+}
+
+fn read_batch(reader: &mut CorpusReader) -> Result<Vec<Document>, ReadError> {
+    let mut batch = Vec::with_capacity(BATCH_DOCS);
+    let mut bytes = 0usize;
+    while batch.len() < BATCH_DOCS && bytes < BATCH_BYTES {
+        match reader.next() {
+            None => break,
+            Some(doc) => {
+                let doc = doc?;
+                bytes += doc.text.len();
+                batch.push(doc);
+            }
+        }
+    }
+    Ok(batch)
+}
