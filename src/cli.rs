@@ -24,6 +24,10 @@ pub enum Command {
     Tune(crate::lsh::tune::TuneArgs),
     /// The S-curve P(s) = 1 - (1 - s^r)^b of one banding: table, threshold, steepest point.
     Scurve(crate::lsh::scurve::ScurveArgs),
+    /// Exact all-pairs Jaccard join (prefix filtering, multi-threaded): ground truth for dedup.
+    Exact(Box<crate::exact::ExactArgs>),
+    /// Near-duplicate pairs and groups: read, shingle, sign, band, verify, group.
+    Dedup(Box<crate::dedup::DedupArgs>),
 }
 
 pub fn main() -> ExitCode {
@@ -42,6 +46,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Info => info(),
         Command::Tune(args) => crate::lsh::tune::run(&args),
         Command::Scurve(args) => crate::lsh::scurve::run(&args),
+        Command::Exact(args) => crate::exact::run(&args),
+        Command::Dedup(args) => crate::dedup::run(&args),
     }
 }
 
