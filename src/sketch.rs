@@ -10,7 +10,7 @@ use crate::pipeline::{SignedBatch, sketch_corpus};
 use crate::shingle::ShingleArgs;
 use anyhow::{Context, bail};
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -33,14 +33,22 @@ pub struct SketchArgs {
 
 enum Sink {
     Csv(csv::Writer<BufWriter<File>>),
-    Npy { path: PathBuf, ids: csv::Writer<BufWriter<File>>, rows: u64, slots: Vec<u32> },
+    Npy {
+        path: PathBuf,
+        ids: csv::Writer<BufWriter<File>>,
+        rows: u64,
+        slots: Vec<u32>,
+    },
 }
 
 impl Sink {
     fn create(path: &Path) -> anyhow::Result<Sink> {
         let create = |p: &Path| -> anyhow::Result<csv::Writer<BufWriter<File>>> {
             let file = File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
-            Ok(csv::Writer::from_writer(BufWriter::with_capacity(1 << 20, file)))
+            Ok(csv::Writer::from_writer(BufWriter::with_capacity(
+                1 << 20,
+                file,
+            )))
         };
         match path.extension().and_then(|e| e.to_str()) {
             Some("csv") => Ok(Sink::Csv(create(path)?)),
@@ -48,9 +56,17 @@ impl Sink {
                 let ids_path = ids_path(path);
                 let mut ids = create(&ids_path)?;
                 ids.write_record(["row", "id", "empty"])?;
-                Ok(Sink::Npy { path: path.to_path_buf(), ids, rows: 0, slots: Vec::new() })
+                Ok(Sink::Npy {
+                    path: path.to_path_buf(),
+                    ids,
+                    rows: 0,
+                    slots: Vec::new(),
+                })
             }
-            _ => bail!("--output {}: the extension must be .csv or .npy", path.display()),
+            _ => bail!(
+                "--output {}: the extension must be .csv or .npy",
+                path.display()
+            ),
         }
     }
 
@@ -76,9 +92,15 @@ impl Sink {
                     w.write_record(None::<&[u8]>)?;
                 }
             }
-            Sink::Npy { ids, rows, slots, .. } => {
+            Sink::Npy {
+                ids, rows, slots, ..
+            } => {
                 for (i, doc) in batch.docs.iter().enumerate() {
-                    ids.write_record([rows.to_string().as_str(), &doc.id, if batch.empty[i] { "1" } else { "0" }])?;
+                    ids.write_record([
+                        rows.to_string().as_str(),
+                        &doc.id,
+                        if batch.empty[i] { "1" } else { "0" },
+                    ])?;
                     *rows += 1;
                 }
                 slots.extend_from_slice(&batch.signatures);
@@ -90,10 +112,16 @@ impl Sink {
     fn finish(self, num_perm: usize) -> anyhow::Result<()> {
         match self {
             Sink::Csv(mut w) => w.flush()?,
-            Sink::Npy { path, mut ids, rows, slots } => {
+            Sink::Npy {
+                path,
+                mut ids,
+                rows,
+                slots,
+            } => {
                 ids.flush()?;
                 use npyz::WriterBuilder;
-                let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+                let file = File::create(&path)
+                    .with_context(|| format!("cannot create {}", path.display()))?;
                 let mut writer = npyz::WriteOptions::new()
                     .default_dtype()
                     .shape(&[rows, num_perm as u64])
@@ -118,7 +146,9 @@ pub fn thread_pool(threads: Option<usize>) -> anyhow::Result<rayon::ThreadPool> 
     if threads == 0 {
         bail!("--threads must be at least 1");
     }
-    Ok(rayon::ThreadPoolBuilder::new().num_threads(threads).build()?)
+    Ok(rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()?)
 }
 
 /// A spinner on stderr when stderr is a terminal; hidden otherwise.
@@ -128,8 +158,10 @@ pub fn progress(what: &str) -> indicatif::ProgressBar {
     }
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg} {human_pos} documents ({per_sec}) {elapsed}")
-            .expect("static template"),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {msg} {human_pos} documents ({per_sec}) {elapsed}",
+        )
+        .expect("static template"),
     );
     bar.set_message(what.to_string());
     bar
@@ -137,11 +169,11 @@ pub fn progress(what: &str) -> indicatif::ProgressBar {
 
 pub fn run(args: &SketchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let shingler = args.shingle.shingler(args.kernel.seed)?;
+    let shingler = args.shingle.shingler(args.kernel.seed);
     let kernel = args.kernel.build()?;
     let num_perm = kernel.num_perm();
     let pool = thread_pool(args.threads)?;
-    let mut reader = crate::corpus::CorpusReader::open(&args.reader.input, &args.reader.options())?;
+    let mut reader = args.reader.open()?;
     let mut sink = Sink::create(&args.output)?;
     sink.header(num_perm)?;
 
@@ -160,15 +192,8 @@ pub fn run(args: &SketchArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
 
     let secs = started.elapsed().as_secs_f64();
-    let stats = reader.stats();
-    eprintln!(
-        "sketched {docs} documents ({empty} empty, flagged with all-MAX rows) from {} records; rejected {}, \
-         invalid UTF-8 replaced in {}",
-        stats.records, stats.rejected, stats.utf8_replaced
-    );
-    for msg in &stats.first_rejections {
-        eprintln!("  rejected: {msg}");
-    }
+    eprintln!("{}", reader.stats().report());
+    eprintln!("sketched {docs} documents, {empty} of them empty (their rows are all 4294967295)");
     eprintln!(
         "kernel {} on {}, k = {num_perm}, seed {}, shingle {}, {} threads: {:.3} s, {:.1} MB/s of text",
         kernel.name(),
