@@ -20,6 +20,8 @@ pub struct Cli {
 pub enum Command {
     /// CPU features seen, the instruction set each kernel runs on, the kernels available.
     Info,
+    /// Read a corpus, shingle and sign every document, write the signatures (CSV or NPY).
+    Sketch(crate::sketch::SketchArgs),
     /// Which (b, r)? Every banding with b*r <= k against recall and false-positive targets.
     Tune(crate::lsh::tune::TuneArgs),
     /// The S-curve P(s) = 1 - (1 - s^r)^b of one banding: table, threshold, steepest point.
@@ -40,6 +42,7 @@ pub fn main() -> ExitCode {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Info => info(),
+        Command::Sketch(args) => crate::sketch::run(&args),
         Command::Tune(args) => crate::lsh::tune::run(&args),
         Command::Scurve(args) => crate::lsh::scurve::run(&args),
     }

@@ -53,16 +53,16 @@ SHINGLE_K = 5
 SHINGLE = f"char:{SHINGLE_K}"
 LSH_SETTINGS = [(42, 3), (20, 5)]
 LSH_THRESHOLD = 0.5
-KERNELS = ["scalar", "simd", "oph-opt"]
+KERNELS = ["scalar", "simd", "oph-opt", "oph-rot"]
 # J bins for the accuracy table; J = 1 exactly is its own bin (zero variance, no relative MSE).
 J_BINS = [(0.0, 0.1), (0.1, 0.2), (0.2, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, 0.9), (0.9, 1.0)]
 
 CSV_FIELDS = [
     "section", "tool", "tool_version", "variant", "isa", "k", "bands", "rows", "seed", "shingle", "threads",
-    "measure", "includes", "seconds", "docs_per_s", "mb_per_s",
+    "measure", "includes", "seconds", "cpu_seconds", "docs_per_s", "mb_per_s", "seeds",
     "j_lo", "j_hi", "pairs", "bias", "bias_se", "rmse", "rel_mse", "rel_mse_se",
     "candidates", "true_found", "truth_pairs", "recall", "expected_recall", "precision",
-    "status", "command", "machine", "cpu_model", "git_commit", "python", "date_utc",
+    "status", "command", "load_avg", "machine", "cpu_model", "git_commit", "python", "date_utc",
 ]
 
 
@@ -145,23 +145,57 @@ def error_stats(est, truth, k: int) -> dict:
     )
 
 
+def error_stats_seeds(ests, truth, k: int) -> dict:
+    """error_stats over several seeds' estimates of the same pairs: RMSE and relative MSE pooled over seeds; bias
+    averaged over seeds, with its standard error taken across seeds when there are several (each seed's mean error
+    is one independent draw), else the naive one across pairs."""
+    per = [error_stats(e, truth, k) for e in ests]
+    if len(per) == 1 or not per[0]["pairs"]:
+        return per[0]
+    bias = [p["bias"] for p in per]
+    rel = [p["rel_mse"] for p in per if p["rel_mse"] is not None]
+    return dict(
+        pairs=per[0]["pairs"],
+        bias=statistics.fmean(bias),
+        bias_se=statistics.stdev(bias) / math.sqrt(len(bias)),
+        rmse=math.sqrt(statistics.fmean([p["rmse"] ** 2 for p in per])),
+        rel_mse=statistics.fmean(rel) if rel else None,
+        rel_mse_se=statistics.stdev(rel) / math.sqrt(len(rel)) if len(rel) > 1 else per[0]["rel_mse_se"],
+    )
+
+
 def s_curve(s: float, b: int, r: int) -> float:
     return 1.0 - (1.0 - s**r) ** b
 
 
+CPU_OF_LAST = [0.0]  # process CPU seconds of the last median_time call (median over its repeats)
+
+
 def median_time(fn, repeats: int):
-    """Runs fn `repeats` times with the garbage collector off; returns (median seconds, all times, last result)."""
-    times, result = [], None
+    """Runs fn `repeats` times with the garbage collector off; returns (median wall seconds, all wall times, last
+    result) and leaves the median process CPU time in CPU_OF_LAST[0]."""
+    times, cpus, result = [], [], None
     for _ in range(repeats):
         result = None
         gc.collect()
         gc.disable()
-        t0 = time.perf_counter()
-        result = fn()
-        t = time.perf_counter() - t0
-        gc.enable()
+        try:
+            c0, t0 = time.process_time(), time.perf_counter()
+            result = fn()
+            t, c = time.perf_counter() - t0, time.process_time() - c0
+        finally:
+            gc.enable()
         times.append(t)
+        cpus.append(c)
+    CPU_OF_LAST[0] = statistics.median(cpus)
     return statistics.median(times), times, result
+
+
+def child_cpu() -> float:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 # ----------------------------------------------------------------------------------------------- self-test
@@ -244,8 +278,10 @@ class Lshbench:
         return self.why or f"`lshbench {sub}` does not exist in this build"
 
     def run(self, args: list[str]) -> tuple[float, subprocess.CompletedProcess]:
-        t0 = time.perf_counter()
+        """Runs one subcommand; returns its wall seconds and leaves its CPU seconds in self.cpu."""
+        c0, t0 = child_cpu(), time.perf_counter()
         p = sh([str(self.path), *args], cwd=str(ROOT))
+        self.cpu = child_cpu() - c0
         return time.perf_counter() - t0, p
 
     def isa_of(self) -> dict[str, str]:
@@ -292,23 +328,35 @@ def read_pairs_csv(path: Path, index_of: dict[str, int]) -> list[tuple[int, int,
     return out
 
 
+def sketch_cmd(input_path, kern: str, seed: int, out: Path) -> list[str]:
+    return ["sketch", "--input", str(input_path), "--shingle", SHINGLE, "--kernel", kern, "--num-perm", str(K),
+            "--seed", str(seed), "--threads", "1", "--output", str(out)]
+
+
 def load_npy_signatures(path: Path, n_docs: int, ids: list[str]):
     import numpy as np
 
     sig = np.load(path)
     if sig.ndim != 2 or sig.shape[0] != n_docs:
         raise ValueError(f"{path}: expected ({n_docs}, k) signatures, got shape {sig.shape}")
-    # The ids file beside the .npy, when there is one, must list the corpus in order.
-    for cand in (path.with_suffix(".ids"), path.with_suffix(".ids.txt"), Path(str(path) + ".ids"),
-                 path.with_suffix(".ids.csv"), Path(str(path) + ".ids.txt")):
-        if cand.exists():
-            got = [line.rstrip("\n") for line in cand.read_text(encoding="utf-8").splitlines()]
-            if got and got[0].lower() in ("id", "ids"):
-                got = got[1:]
-            if got != ids:
-                raise ValueError(f"{cand}: ids do not match the corpus order")
-            break
+    # `lshbench sketch` writes the ids beside the .npy as <stem>.ids.csv (row,id,empty); they must list the
+    # corpus in order, or the rows would be matched to the wrong documents.
+    ids_path = path.with_suffix(".ids.csv")
+    if not ids_path.exists():
+        raise ValueError(f"{ids_path} is missing")
+    with open(ids_path, newline="", encoding="utf-8") as fh:
+        got = [row["id"] for row in csv.DictReader(fh)]
+    if got != ids:
+        raise ValueError(f"{ids_path}: ids do not match the corpus order")
     return sig
+
+
+def internal_seconds(stderr: str):
+    """The seconds `lshbench sketch` reports for itself ("... threads: 0.765 s, 27.7 MB/s of text")."""
+    import re
+
+    m = re.search(r"threads: ([0-9.]+) s, [0-9.]+ MB/s of text", stderr)
+    return float(m.group(1)) if m else None
 
 
 # ----------------------------------------------------------------------------------------------- main run
@@ -323,6 +371,8 @@ def main() -> int:
     ap.add_argument("--out-csv", default="results/peers.csv")
     ap.add_argument("--out-md", default="results/peers.md")
     ap.add_argument("--workdir", default=None, help="where lshbench outputs go (default: a temporary directory)")
+    ap.add_argument("--seeds", type=int, default=5,
+                    help="seeds per tool in the accuracy section (42, then 1, 2, ...); datasketch legacy gets one")
     ap.add_argument("--limit", type=int, default=None,
                     help="development only: use the first N documents (written to the work directory)")
     ap.add_argument("--no-legacy", action="store_true", help="skip datasketch's legacy permutation scheme")
@@ -385,8 +435,10 @@ def main() -> int:
     index_of = {d: i for i, d in enumerate(ids)}
     log(f"{n_docs} documents, {mb:.1f} MB of UTF-8 text")
 
-    def rate(sec):
-        return dict(seconds=sec, docs_per_s=n_docs / sec, mb_per_s=mb / sec)
+    def rate(sec, cpu="last"):
+        """Wall-clock rates; cpu defaults to the CPU time of the last median_time call (None: not measured)."""
+        return dict(seconds=sec, cpu_seconds=CPU_OF_LAST[0] if cpu == "last" else cpu,
+                    docs_per_s=n_docs / sec, mb_per_s=mb / sec, load_avg=" ".join(f"{x:.2f}" for x in os.getloadavg()))
 
     add(section="throughput", tool="python", tool_version=platform.python_version(), variant="read corpus",
         measure="read", includes="gzip + JSON parse of the corpus, in-process", **rate(t_read))
@@ -404,7 +456,16 @@ def main() -> int:
         **rate(t_enc))
 
     # ---- peer signing throughput (pre-split shingles in, signatures out; only the signing call is timed)
-    sigs: dict[str, "np.ndarray"] = {}
+    sigs: dict[str, "np.ndarray"] = {}  # seed-42 signatures, by tool
+    # Signers for the extra seeds of the accuracy section (bias is judged across seeds, not across pairs).
+    signers = {
+        "datasketch MinHash (affine32)": lambda sd: np.vstack(
+            [m.hashvalues for m in datasketch.MinHash.bulk(shingles_b, num_perm=K, seed=sd)]),
+        "rensa RMinHash": lambda sd: np.asarray(
+            rensa.RMinHash.digest_matrix_from_token_sets(shingles, K, sd).to_rows(), dtype=np.uint32),
+        "rensa CMinHash": lambda sd: np.vstack(
+            [np.asarray(m.digest_u64(), dtype=np.uint64) for m in rensa.CMinHash.from_token_sets(shingles, K, sd)]),
+    }
     log("datasketch MinHash.bulk (affine32)")
     t_ds, t_ds_all, mh = median_time(lambda: datasketch.MinHash.bulk(shingles_b, num_perm=K, seed=SEED), args.repeats)
     ds_minhashes = mh
@@ -454,6 +515,8 @@ def main() -> int:
 
     # ---- lshbench sketch: whole process per kernel, and the signatures for the accuracy section
     lb_sig_status = {}
+    lb_wall: dict[str, float] = {}
+    lb_inner: dict[str, float] = {}
     for kern in KERNELS:
         name = f"lshbench {kern}"
         if not lb.has("sketch"):
@@ -463,29 +526,73 @@ def main() -> int:
             continue
         log(f"lshbench sketch --kernel {kern}")
         out = work / f"sketch-{kern}.npy"
-        cmd = ["sketch", "--input", str(input_path), "--shingle", SHINGLE, "--kernel", kern,
-               "--num-perm", str(K), "--seed", str(SEED), "--threads", "1", "--output", str(out)]
-        times, err = [], None
+        cmd = sketch_cmd(input_path, kern, SEED, out)
+        times, cpus, inner, err = [], [], [], None
         for _ in range(args.repeats):
             sec, p = lb.run(cmd)
             if p.returncode != 0:
                 err = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["exit %d" % p.returncode]
                 break
             times.append(sec)
+            cpus.append(lb.cpu)
+            inner.append(internal_seconds(p.stderr))
         if err:
             lb_sig_status[name] = "failed: " + err[0]
             add(section="throughput", tool="lshbench", tool_version=lb_version, variant=f"sketch --kernel {kern}",
                 isa=isa.get(kern, ""), k=K, measure="sign", status="failed: " + err[0])
             continue
         add(section="throughput", tool="lshbench", tool_version=lb_version, variant=f"sketch --kernel {kern}",
-            isa=isa.get(kern, ""), k=K, measure="sign",
+            isa=isa.get(kern, ""), k=K, measure="sketch",
             includes="whole process: start-up + gzip/JSON read + char:5 shingling + hashing + signing + .npy write; "
                      f"median of {len(times)}: " + ", ".join(f"{t:.2f}" for t in times) + " s",
-            command="lshbench " + " ".join(cmd), **rate(statistics.median(times)))
+            command="lshbench " + " ".join(cmd), **rate(statistics.median(times), statistics.median(cpus)))
+        lb_wall[kern] = statistics.median(times)
+        if all(x is not None for x in inner):
+            lb_inner[kern] = statistics.median(inner)
+            add(section="throughput", tool="lshbench", tool_version=lb_version,
+                variant=f"sketch --kernel {kern} (its own timer)", isa=isa.get(kern, ""), k=K, measure="sketch",
+                includes="lshbench's timer: read + shingle + sign + .npy write, no process start-up; median of "
+                         f"{len(inner)}", command="lshbench " + " ".join(cmd), **rate(lb_inner[kern], None))
         try:
             sigs[name] = load_npy_signatures(out, n_docs, ids)
         except Exception as e:  # report, never guess
             lb_sig_status[name] = f"signatures unreadable: {e}"
+            continue
+
+        def lb_signer(sd, kern=kern):
+            o = work / f"sketch-{kern}-seed{sd}.npy"
+            _, p = lb.run(sketch_cmd(input_path, kern, sd, o))
+            if p.returncode != 0:
+                raise RuntimeError((p.stderr or p.stdout).strip())
+            return load_npy_signatures(o, n_docs, ids)
+        signers[name] = lb_signer
+
+    # lshbench has no sign-only timer: a scalar run at k = 1 (one hash per shingle) measures everything but the
+    # signing (start-up, reading, shingling, writing), and each kernel's sign-only time is derived as the
+    # difference of the two runs' own timers. Labelled "derived" in the outputs.
+    if lb_inner and lb.has("sketch"):
+        log("lshbench sketch k=1 baseline")
+        base_cmd = sketch_cmd(input_path, "scalar", SEED, work / "sketch-k1.npy")
+        base_cmd[base_cmd.index("--num-perm") + 1] = "1"
+        base, bwall = [], []
+        for _ in range(args.repeats):
+            sec, p = lb.run(base_cmd)
+            if p.returncode == 0 and internal_seconds(p.stderr) is not None:
+                base.append(internal_seconds(p.stderr))
+                bwall.append(sec)
+        if base:
+            b0 = statistics.median(base)
+            add(section="throughput", tool="lshbench", tool_version=lb_version,
+                variant="sketch --kernel scalar --num-perm 1 (baseline, its own timer)", isa=isa.get("scalar", ""),
+                k=1, measure="baseline", includes="read + shingle + 1 hash per shingle + .npy write; median of "
+                f"{len(base)}", command="lshbench " + " ".join(base_cmd), **rate(b0, None))
+            for kern, t in lb_inner.items():
+                d = t - b0
+                if d > 0:
+                    add(section="throughput", tool="lshbench", tool_version=lb_version,
+                        variant=f"{kern}: sign only (derived)", isa=isa.get(kern, ""), k=K, measure="sign",
+                        includes=f"derived: own timer at k={K} ({t:.3f} s) minus the k=1 baseline ({b0:.3f} s); "
+                                 "hashed shingle ids in", **rate(d, None))
 
     # ---- ground truth: lshbench exact (J >= 0.3) and Python-computed J for random pairs
     log("shingle sets")
@@ -542,26 +649,33 @@ def main() -> int:
         pairs=len(sample), candidates=missed_by_exact,
         includes="candidates = random pairs at J >= 0.3 missing from lshbench exact (must be 0)")
 
-    # ---- estimation error by J bin
+    # ---- estimation error by J bin, over seeds: seed 42 (the signatures above) and the extra seeds
     log("estimation error")
-    acc_tools = list(sigs)
-    for name in acc_tools:
-        s = sigs[name]
-        est = np.concatenate([(s[pair_i[c : c + 65536]] == s[pair_j[c : c + 65536]]).mean(axis=1)
-                              for c in range(0, len(pair_i), 65536)])
-        k_eff = s.shape[1]
+    seeds = [SEED] + [s for s in range(1, 1000) if s != SEED][: max(0, args.seeds - 1)]
+
+    def estimate(sig):
+        return np.concatenate([(sig[pair_i[c : c + 65536]] == sig[pair_j[c : c + 65536]]).mean(axis=1)
+                               for c in range(0, len(pair_i), 65536)])
+
+    bins = J_BINS + [(1.0, 1.0)]
+    masks = [(pair_t >= 1.0) if lo == hi else ((pair_t >= lo) & (pair_t < hi)) for lo, hi in bins]
+    for name in list(sigs):
+        k_eff = sigs[name].shape[1]
+        ests = [estimate(sigs[name])]
+        if name in signers:
+            for sd in seeds[1:]:
+                log(f"  {name} seed {sd}")
+                try:
+                    ests.append(estimate(signers[name](sd)))
+                except Exception as e:  # keep the seeds that worked, say so in the log
+                    log(f"  {name} seed {sd} failed: {e}")
         tool, _, variant = name.partition(" ")
         ver = lb_version if tool == "lshbench" else versions[tool]
-        bins = J_BINS + [(1.0, 1.0)]
-        for lo, hi in bins:
-            if lo == hi:
-                m = pair_t >= 1.0
-            else:
-                m = (pair_t >= lo) & (pair_t < hi)
-            st = error_stats(est[m].tolist(), pair_t[m].tolist(), k_eff)
+        for (lo, hi), m in zip(bins, masks):
+            st = error_stats_seeds([e[m] for e in ests], pair_t[m], k_eff)
             add(section="accuracy", tool=tool, tool_version=ver, variant=variant,
                 isa=isa.get(variant, "") if tool == "lshbench" else "", k=k_eff, measure="estimate",
-                j_lo=lo, j_hi=hi, **st)
+                j_lo=lo, j_hi=hi, seeds=len(ests), **st)
     for name, why in lb_sig_status.items():
         add(section="accuracy", tool="lshbench", tool_version=lb_version, variant=name.split(" ", 1)[1],
             k=K, measure="estimate", status=why)
@@ -695,32 +809,37 @@ def render_md(rows, common, versions, lb_version, info_text, n_docs, mb, n_shing
     p()
     p("## Signature throughput")
     p()
-    p("| tool | variant | ISA | time (s) | MB/s | docs/s | what is timed |")
-    p("|---|---|---|---:|---:|---:|---|")
+    p("| tool | variant | ISA | wall (s) | CPU (s) | MB/s | docs/s | what is timed | load avg |")
+    p("|---|---|---|---:|---:|---:|---:|---|---|")
     for r in rows:
         if r["section"] != "throughput":
             continue
         if r.get("status"):
-            p(f"| {r['tool']} | {r['variant']} | {r.get('isa', '')} | {r['status']} | | | |")
+            p(f"| {r['tool']} | {r['variant']} | {r.get('isa', '')} | {r['status']} | | | | | |")
         else:
             p(f"| {r['tool']} | {r['variant']} | {r.get('isa', '')} | {f(r['seconds'], '.3f')} | "
-              f"{f(r['mb_per_s'], '.1f')} | {f(r['docs_per_s'], '.0f')} | {r['includes']} |")
+              f"{f(r.get('cpu_seconds'), '.3f')} | {f(r['mb_per_s'], '.1f')} | {f(r['docs_per_s'], '.0f')} | "
+              f"{r['includes']} | {r.get('load_avg', '')} |")
     p()
     p("## Estimation error against exact Jaccard")
     p()
     p(f"Pairs: {n_truth} from `lshbench exact --threshold 0.3` and {n_sample} random pairs whose J is computed from "
       f"the Python shingle sets. Largest |J(Python) - J(lshbench exact)| over the exact pairs: "
       f"{f(max_dev, '.2e')}; random pairs at J >= 0.3 missing from the exact output: {missed if n_truth else 'n/a'}. "
-      "Relative MSE is the mean over pairs of (estimate - J)^2 / (J(1-J)/k), 1 for classic MinHash; "
-      "each ± is a standard error over pairs (naive: pairs sharing a document are not independent).")
+      "Relative MSE is the mean over pairs of (estimate - J)^2 / (J(1-J)/k), 1 for classic MinHash. "
+      "The ± after the bias is its standard error across seeds (the bias of each seed, averaged over the bin's "
+      "pairs, is one draw); for a tool run with one seed it is the naive one across pairs, which understates it "
+      "because pairs that share a document do not err independently. The ± after the relative MSE is likewise "
+      "across seeds. RMSE and relative MSE pool all seeds.")
     p()
     acc = [r for r in rows if r["section"] == "accuracy" and not r.get("status")]
-    names = []
+    names, nseeds = [], {}
     for r in acc:
         nm = f"{r['tool']} {r['variant']}"
         if nm not in names:
             names.append(nm)
-    p("| J bin | pairs | " + " | ".join(names) + " |")
+            nseeds[nm] = r.get("seeds") or 1
+    p("| J bin | pairs | " + " | ".join(f"{nm} (seeds: {nseeds[nm]})" for nm in names) + " |")
     p("|---|---:|" + "---|" * len(names))
     bins = J_BINS + [(1.0, 1.0)]
     for lo, hi in bins:
