@@ -26,6 +26,8 @@ pub enum Command {
     Tune(crate::lsh::tune::TuneArgs),
     /// The S-curve P(s) = 1 - (1 - s^r)^b of one banding: table, threshold, steepest point.
     Scurve(crate::lsh::scurve::ScurveArgs),
+    /// Write a seeded synthetic corpus with planted near-duplicate clusters, and its ground truth.
+    Gen(crate::corpus::synth::GenArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -45,6 +47,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sketch(args) => crate::sketch::run(&args),
         Command::Tune(args) => crate::lsh::tune::run(&args),
         Command::Scurve(args) => crate::lsh::scurve::run(&args),
+        Command::Gen(args) => crate::corpus::synth::run(&args),
     }
 }
 
