@@ -261,6 +261,12 @@ pub fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The mask keeping the low `len` bytes of a little-endian word, `1 <= len <= 8`.
+#[inline(always)]
+fn low_bytes_mask(len: usize) -> u64 {
+    u64::MAX >> (64 - 8 * len)
+}
+
 /// Every window of `k` bytes (ASCII `char:K` and `byte:K`). For `k <= 8` each window is one unaligned
 /// little-endian 8-byte load, masked to `k` bytes, and mixed: no allocation, no decoding.
 fn byte_windows(bytes: &[u8], k: usize, key: &ShingleKey, out: &mut Vec<u64>) {
@@ -270,50 +276,97 @@ fn byte_windows(bytes: &[u8], k: usize, key: &ShingleKey, out: &mut Vec<u64>) {
         return;
     }
     let windows = n - k + 1;
-    out.reserve(windows);
     if k > 8 {
+        out.reserve(windows);
         out.extend(bytes.windows(k).map(|w| id_of(w, key)));
         return;
     }
-    let mask = if k == 8 {
-        u64::MAX
-    } else {
-        (1u64 << (8 * k)) - 1
-    };
-    let len = k as u64;
-    let short = key.short;
-    // Windows starting at i with i + 8 <= n can load 8 bytes directly; the rest go through a padded copy.
+    // Windows starting at i with i + 8 <= n load 8 bytes directly; the rest go through a padded copy.
     let direct = if n >= 8 { (n - 7).min(windows) } else { 0 };
-    out.extend(bytes.windows(8).take(direct).map(|w| {
-        let word = u64::from_le_bytes(w.try_into().expect("window of 8"));
-        mix_short(word & mask, len, short)
-    }));
+    let base = out.len();
+    out.resize(base + windows, 0);
+    let dst = &mut out[base..];
+    short_windows(bytes, k, key.short, &mut dst[..direct]);
     let mut tail = [0u8; 16];
     let rest = &bytes[direct..];
     tail[..rest.len()].copy_from_slice(rest);
-    for i in 0..windows - direct {
+    let mask = low_bytes_mask(k);
+    for (i, slot) in dst[direct..].iter_mut().enumerate() {
         let word = u64::from_le_bytes(tail[i..i + 8].try_into().expect("window of 8"));
-        out.push(mix_short(word & mask, len, short));
+        *slot = mix_short(word & mask, k as u64, key.short);
     }
 }
 
-/// Every window of `k` Unicode scalar values, cut at char boundaries and hashed on its bytes.
-fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut Vec<u64>) {
-    // Byte offset of every char start, plus the end: window i is bytes[starts[i]..starts[i + k]].
-    let starts: Vec<usize> = text
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain(std::iter::once(text.len()))
-        .collect();
-    let chars = starts.len() - 1;
-    let bytes = text.as_bytes();
-    if chars <= k {
-        out.push(id_of(bytes, key));
+/// `out[i]` = id of `bytes[i..i + k]`, for `i + 8 <= bytes.len()`. Picks the AVX-512 compilation of the same
+/// code when the CPU has it (the integer arithmetic is exact, so both give the same ids; a test checks).
+#[inline]
+fn short_windows(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64]) {
+    assert!(out.is_empty() || out.len() + 7 <= bytes.len());
+    #[cfg(target_arch = "x86_64")]
+    if crate::kernel::wide_vectors() {
+        // SAFETY: wide_vectors() checked that the CPU supports AVX-512 F/DQ/BW/VL.
+        unsafe { short_windows_avx512(bytes, k, short_key, out) };
         return;
     }
-    out.reserve(chars - k + 1);
-    for i in 0..=chars - k {
-        out.push(id_of(&bytes[starts[i]..starts[i + k]], key));
+    short_windows_plain(bytes, k, short_key, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn short_windows_avx512(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64]) {
+    short_windows_plain(bytes, k, short_key, out)
+}
+
+/// The loop of [`short_windows`], written so the compiler can vectorise it.
+#[inline(always)]
+pub(crate) fn short_windows_plain(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64]) {
+    assert!(out.is_empty() || out.len() + 7 <= bytes.len());
+    let mask = low_bytes_mask(k);
+    let len = k as u64;
+    let p = bytes.as_ptr();
+    for (i, slot) in out.iter_mut().enumerate() {
+        // SAFETY: i + 8 <= out.len() + 7 <= bytes.len() (asserted above), so the 8 bytes at p + i are in bounds.
+        let word = u64::from_le(unsafe { p.add(i).cast::<u64>().read_unaligned() });
+        *slot = mix_short(word & mask, len, short_key);
+    }
+}
+
+/// Every window of `k` Unicode scalar values, cut at char boundaries and hashed on its bytes. One pass over
+/// the bytes, remembering the last `k + 1` char starts in a ring; windows of at most 8 bytes that have 8
+/// readable bytes take the same masked load as the ASCII path.
+fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut Vec<u64>) {
+    let bytes = text.as_bytes();
+    let n = bytes.len();
+    let mut ring = vec![0usize; k + 1];
+    let mut chars = 0usize;
+    // `head` is where the next char start goes; the start of the char k back is at `head + 1` (mod k + 1).
+    let mut head = 0usize;
+    let emit = |start: usize, end: usize, out: &mut Vec<u64>| {
+        let len = end - start;
+        if len <= 8 && start + 8 <= n {
+            let word = u64::from_le_bytes(bytes[start..start + 8].try_into().expect("8 bytes"));
+            out.push(mix_short(word & low_bytes_mask(len), len as u64, key.short));
+        } else {
+            out.push(id_of(&bytes[start..end], key));
+        }
+    };
+    for (p, &b) in bytes.iter().enumerate() {
+        // A char starts at every byte that is not a continuation byte (10xxxxxx).
+        if (b as i8) >= -0x40 {
+            if chars >= k {
+                let first = ring[if head == k { 0 } else { head + 1 }];
+                emit(first, p, out);
+            }
+            ring[head] = p;
+            head = if head == k { 0 } else { head + 1 };
+            chars += 1;
+        }
+    }
+    if chars <= k {
+        out.push(id_of(bytes, key));
+    } else {
+        let first = ring[if head == k { 0 } else { head + 1 }];
+        emit(first, n, out);
     }
 }
 
@@ -546,6 +599,28 @@ mod tests {
     fn stop_words_match_case_insensitively() {
         assert!(is_stop_word("the") && is_stop_word("The") && is_stop_word("THE"));
         assert!(!is_stop_word("the,") && !is_stop_word("cat"));
+    }
+
+    #[test]
+    fn avx512_and_plain_window_loops_agree() {
+        let bytes: Vec<u8> = (0..300u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for k in 1..=8 {
+            let count = bytes.len() - 7;
+            let mut plain = vec![0u64; count];
+            short_windows_plain(&bytes, k, 99, &mut plain);
+            let mut picked = vec![0u64; count];
+            short_windows(&bytes, k, 99, &mut picked);
+            assert_eq!(plain, picked, "k={k}");
+            #[cfg(target_arch = "x86_64")]
+            if crate::kernel::Isa::Avx512.supported() {
+                let mut wide = vec![0u64; count];
+                // SAFETY: checked just above that the CPU supports AVX-512 F/DQ/BW/VL.
+                unsafe { short_windows_avx512(&bytes, k, 99, &mut wide) };
+                assert_eq!(plain, wide, "k={k}");
+            }
+        }
     }
 
     #[test]

@@ -192,3 +192,11 @@ impl KernelArgs {
         build(&self.kernel, &self.params())
     }
 }
+
+/// Whether code compiled for AVX-512 (F/DQ/BW/VL) may run: the CPU has it and `LSHBENCH_ISA` does not cap it
+/// lower. Decided once. Used by the shingler and `oph` for loops whose arithmetic is exact, so the choice
+/// never changes an output.
+pub fn wide_vectors() -> bool {
+    static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WIDE.get_or_init(|| Isa::detect() == Isa::Avx512)
+}

@@ -50,6 +50,39 @@ pub const EMPTY: u32 = u32::MAX;
 /// The rotation offset per step of distance.
 pub const ROTATION_C: u32 = 0x9E37_79B9;
 
+/// Ids mixed per batch in [`Oph::sign_raw`].
+const CHUNK: usize = 256;
+
+/// `out[i] = bin << 32 | value` for `ids[i]`: `h = mix64(id ^ seed)`, `bin = (hi32(h) * k) >> 32` (a
+/// multiply-range reduction, uniform over `0..k` for any k), `value = min(lo32(h), EMPTY - 1)`.
+/// Runs the AVX-512 compilation of the same code when allowed (exact integer arithmetic: same output).
+#[inline]
+fn bin_values(ids: &[u64], seed: u64, k: u64, out: &mut [u64]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::wide_vectors() {
+        // SAFETY: wide_vectors() checked that the CPU supports AVX-512 F/DQ/BW/VL.
+        unsafe { bin_values_avx512(ids, seed, k, out) };
+        return;
+    }
+    bin_values_plain(ids, seed, k, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn bin_values_avx512(ids: &[u64], seed: u64, k: u64, out: &mut [u64]) {
+    bin_values_plain(ids, seed, k, out)
+}
+
+#[inline(always)]
+fn bin_values_plain(ids: &[u64], seed: u64, k: u64, out: &mut [u64]) {
+    for (o, &id) in out.iter_mut().zip(ids) {
+        let h = mix64(id ^ seed);
+        let bin = ((h >> 32) * k) >> 32;
+        let value = (h as u32).min(EMPTY - 1) as u64;
+        *o = (bin << 32) | value;
+    }
+}
+
 /// How empty bins are filled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Densify {
@@ -82,16 +115,15 @@ impl Oph {
     pub fn sign_raw(&self, ids: &[u64], bins: &mut [u32]) {
         assert_eq!(bins.len(), self.num_perm, "output length must be num_perm");
         bins.fill(EMPTY);
-        let k = self.num_perm as u64;
-        for &id in ids {
-            let h = mix64(id ^ self.mix_seed);
-            // Multiply-range reduction of the high half: uniform over 0..k for any k.
-            let bin = (((h >> 32) * k) >> 32) as usize;
-            let value = (h as u32).min(EMPTY - 1);
-            // SAFETY-free bounds: bin < k because hi32(h) < 2^32.
-            let slot = &mut bins[bin];
-            if value < *slot {
-                *slot = value;
+        // Mix a chunk of ids into (bin, value) pairs (a loop the compiler vectorises), then take the minima.
+        let mut packed = [0u64; CHUNK];
+        for chunk in ids.chunks(CHUNK) {
+            let packed = &mut packed[..chunk.len()];
+            bin_values(chunk, self.mix_seed, self.num_perm as u64, packed);
+            for &bv in packed.iter() {
+                let slot = &mut bins[(bv >> 32) as usize];
+                // Branch-free: the update is taken unpredictably often on small sets.
+                *slot = (*slot).min(bv as u32);
             }
         }
     }
@@ -177,5 +209,29 @@ impl Kernel for Oph {
             return;
         }
         self.densify(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn avx512_and_plain_bin_loops_agree() {
+        let ids: Vec<u64> = (0..1000u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i)
+            .collect();
+        for k in [1u64, 7, 100, 128, 1000] {
+            let mut plain = vec![0u64; ids.len()];
+            bin_values_plain(&ids, 5, k, &mut plain);
+            assert!(plain.iter().all(|bv| (bv >> 32) < k));
+            #[cfg(target_arch = "x86_64")]
+            if Isa::Avx512.supported() {
+                let mut wide = vec![0u64; ids.len()];
+                // SAFETY: checked just above that the CPU supports AVX-512 F/DQ/BW/VL.
+                unsafe { bin_values_avx512(&ids, 5, k, &mut wide) };
+                assert_eq!(plain, wide, "k={k}");
+            }
+        }
     }
 }
