@@ -32,8 +32,6 @@ pub enum Command {
     Exact(Box<crate::exact::ExactArgs>),
     /// Near-duplicate pairs and groups: read, shingle, sign, band, verify, group.
     Dedup(Box<crate::dedup::DedupArgs>),
-    /// Write a seeded synthetic corpus with planted near-duplicate clusters, and its ground truth.
-    Gen(crate::corpus::synth::GenArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -56,7 +54,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Scurve(args) => crate::lsh::scurve::run(&args),
         Command::Exact(args) => crate::exact::run(&args),
         Command::Dedup(args) => crate::dedup::run(&args),
-        Command::Gen(args) => crate::corpus::synth::run(&args),
     }
 }
 
