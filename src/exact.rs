@@ -9,20 +9,32 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 /// Intersection size of two sorted, deduplicated slices.
-pub fn intersection_size<T: Ord>(a: &[T], b: &[T]) -> usize {
-    let (mut i, mut j, mut n) = (0, 0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                n += 1;
-                i += 1;
-                j += 1;
-            }
+pub fn intersection_size<T: Ord + Copy>(a: &[T], b: &[T]) -> usize {
+    intersection_at_least(a, b, 0).expect("every count reaches 0")
+}
+
+/// The intersection size of two sorted, deduplicated slices, or `None` as soon as it cannot reach `need`.
+/// The merge is branch-free (equal advances both sides), which matters because candidate pairs mostly differ.
+pub fn intersection_at_least<T: Ord + Copy>(a: &[T], b: &[T], need: usize) -> Option<usize> {
+    let (mut i, mut j, mut n) = (0usize, 0usize, 0usize);
+    loop {
+        // Check the bound every 64 steps: what is left of the shorter remainder could still all match.
+        let remaining = (a.len() - i).min(b.len() - j);
+        if n + remaining < need {
+            return None;
+        }
+        if remaining == 0 {
+            return Some(n);
+        }
+        let stop = 64.min(remaining);
+        for _ in 0..stop {
+            // Each step advances i or j (or both), and at most `remaining` steps keep both in bounds.
+            let (x, y) = (a[i], b[j]);
+            n += (x == y) as usize;
+            i += (x <= y) as usize;
+            j += (y <= x) as usize;
         }
     }
-    n
 }
 
 /// J from the intersection and the two set sizes. Every exact Jaccard in the crate goes through this one
@@ -38,8 +50,15 @@ pub fn jaccard_from_counts(intersection: usize, len_a: usize, len_b: usize) -> f
 }
 
 /// Exact Jaccard of two sorted, deduplicated sets (0 when both are empty).
-pub fn jaccard<T: Ord>(a: &[T], b: &[T]) -> f64 {
+pub fn jaccard<T: Ord + Copy>(a: &[T], b: &[T]) -> f64 {
     jaccard_from_counts(intersection_size(a, b), a.len(), b.len())
+}
+
+/// The shingle set of `text` (sorted, deduplicated ids), equal to [`crate::shingle::Shingler::set`].
+pub fn shingle_set(shingler: &crate::shingle::Shingler, text: &str) -> Vec<u64> {
+    let mut ids = shingler.set(text);
+    ids.shrink_to_fit();
+    ids
 }
 
 /// A pair found by the join: positions `a < b` in the input, and J.
@@ -54,6 +73,11 @@ pub struct SimilarPair {
 /// rounding can only make it smaller (a longer prefix is still correct; a shorter one could miss pairs).
 fn min_overlap(t: f64, len: usize) -> usize {
     ((t * len as f64) - 1e-9).ceil().max(0.0) as usize
+}
+
+/// Smallest overlap two sets of sizes `a` and `b` need for J >= t: ceil(t/(1+t) (a + b)), rounded down-safe.
+pub fn required_overlap(t: f64, a: usize, b: usize) -> usize {
+    ((t / (1.0 + t) * (a + b) as f64) - 1e-9).ceil().max(0.0) as usize
 }
 
 fn prefix_len(t: f64, len: usize) -> usize {
@@ -99,48 +123,78 @@ pub fn all_pairs(sets: &[Vec<u64>], threshold: f64) -> Vec<SimilarPair> {
         .collect();
     drop(rank);
 
-    // 2. Process in (length, position) order; index every prefix.
+    // 2. Process in (length, position) order. Each pair is found from its longer member x (later position),
+    // probing the shorter ones y. Index y's prefix for the tightest bound that holds when |y| <= |x|:
+    // overlap >= t/(1+t) (|x| + |y|) >= 2t/(1+t) |y|.
     let mut order: Vec<u32> = (0..n as u32)
         .filter(|&i| !docs[i as usize].is_empty())
         .collect();
     order.sort_by_key(|&i| (docs[i as usize].len(), i));
     let lens: Vec<usize> = order.iter().map(|&i| docs[i as usize].len()).collect();
-    let mut lists: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+    let t = threshold;
+    let index_t = 2.0 * t / (1.0 + t);
+    // Inverted lists of (position, offset of the token in y), in position (hence length) order.
+    let mut lists: FxHashMap<u32, Vec<(u32, u32)>> = FxHashMap::default();
     for (pos, &d) in order.iter().enumerate() {
-        let x = &docs[d as usize];
-        for &tok in &x[..prefix_len(threshold, x.len())] {
-            lists.entry(tok).or_default().push(pos as u32);
+        let y = &docs[d as usize];
+        for (j, &tok) in y[..prefix_len(index_t, y.len())].iter().enumerate() {
+            lists.entry(tok).or_default().push((pos as u32, j as u32));
         }
     }
 
-    // 3. Probe: for x at position p, candidates are later positions (longer or equal, later index) sharing a
-    // prefix token and passing the length filter |y| <= |x| / t.
+    // 3. Probe in parallel with x's prefix |x| - ceil(t|x|) + 1, the length filter |y| >= t|x|, and the
+    // positional filter of PPJoin (Xiao et al. 2008): after matching x[i] = y[j], at most
+    // min(|x| - i - 1, |y| - j - 1) more tokens can match, so a y that cannot reach the required overlap
+    // ceil(t/(1+t) (|x| + |y|)) is dropped.
+    const PRUNED: i32 = i32::MIN;
     let mut pairs: Vec<SimilarPair> = (0..order.len())
         .into_par_iter()
         .map_init(
-            || (vec![u32::MAX; order.len()], Vec::<u32>::new()),
-            |(stamp, cands), p| {
+            || (vec![0i32; order.len()], Vec::<u32>::new()),
+            |(overlap, cands), p| {
                 let x = &docs[order[p] as usize];
-                let max_len = x.len() as f64 / threshold + 1e-9;
+                let min_len = min_overlap(t, x.len());
                 cands.clear();
-                for tok in &x[..prefix_len(threshold, x.len())] {
-                    let list = &lists[tok];
-                    let start = list.partition_point(|&q| q as usize <= p);
-                    for &q in &list[start..] {
-                        if lens[q as usize] as f64 > max_len {
-                            break;
+                for (i, tok) in x[..prefix_len(t, x.len())].iter().enumerate() {
+                    let Some(list) = lists.get(tok) else { continue };
+                    let end = list.partition_point(|&(q, _)| (q as usize) < p);
+                    let start = list[..end].partition_point(|&(q, _)| lens[q as usize] < min_len);
+                    for &(q, j) in &list[start..end] {
+                        let seen = overlap[q as usize];
+                        if seen == PRUNED {
+                            continue;
                         }
-                        if stamp[q as usize] != p as u32 {
-                            stamp[q as usize] = p as u32;
-                            cands.push(q);
+                        let ly = lens[q as usize];
+                        let need = required_overlap(t, x.len(), ly);
+                        let bound = seen as usize + 1 + (x.len() - i - 1).min(ly - j as usize - 1);
+                        if bound >= need {
+                            if seen == 0 {
+                                cands.push(q);
+                            }
+                            overlap[q as usize] = seen + 1;
+                        } else {
+                            if seen == 0 {
+                                cands.push(q);
+                            }
+                            overlap[q as usize] = PRUNED;
                         }
                     }
                 }
                 let mut found = Vec::new();
                 for &q in cands.iter() {
+                    let keep = overlap[q as usize] != PRUNED;
+                    overlap[q as usize] = 0;
+                    if !keep {
+                        continue;
+                    }
                     let y = &docs[order[q as usize] as usize];
-                    let j = jaccard(x, y);
-                    if j >= threshold {
+                    let Some(inter) =
+                        intersection_at_least(x, y, required_overlap(t, x.len(), y.len()))
+                    else {
+                        continue;
+                    };
+                    let j = jaccard_from_counts(inter, x.len(), y.len());
+                    if j >= t {
                         let (a, b) = (order[p], order[q as usize]);
                         let (a, b) = if a < b { (a, b) } else { (b, a) };
                         found.push(SimilarPair { a, b, jaccard: j });
@@ -192,6 +246,85 @@ pub fn write_pairs_csv(
     }
     w.flush()?;
     Ok(())
+}
+
+/// `lshbench exact`: every pair with exact Jaccard >= threshold (ground truth for `dedup`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExactArgs {
+    #[command(flatten)]
+    pub reader: crate::corpus::ReaderArgs,
+    #[command(flatten)]
+    pub shingle: crate::shingle::ShingleArgs,
+    /// Seed of the shingle hash (use the same as `dedup --seed` for identical shingle ids).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Report pairs with exact Jaccard at least this, in (0, 1].
+    #[arg(long, default_value_t = 0.5)]
+    pub threshold: f64,
+    /// Output CSV `id_a,id_b,jaccard` (ids in input order within a pair; rows sorted by input position).
+    #[arg(long, value_name = "CSV")]
+    pub output: std::path::PathBuf,
+    /// Worker threads (default: all logical CPUs).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// Reads a corpus and returns its ids and shingle sets (sorted, deduplicated), shingling in parallel batches.
+pub fn read_sets(
+    reader: &crate::corpus::ReaderArgs,
+    shingler: &crate::shingle::Shingler,
+) -> anyhow::Result<(Vec<String>, Vec<Vec<u64>>, crate::corpus::ReadStats)> {
+    let mut corpus = reader.open()?;
+    let (mut ids, mut sets) = (Vec::new(), Vec::new());
+    loop {
+        let mut batch = Vec::with_capacity(crate::pipeline::BATCH_DOCS);
+        for doc in corpus.by_ref().take(crate::pipeline::BATCH_DOCS) {
+            batch.push(doc?);
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let batch_sets: Vec<Vec<u64>> = batch
+            .par_iter()
+            .map(|d| shingle_set(shingler, &d.text))
+            .collect();
+        ids.extend(batch.into_iter().map(|d| d.id));
+        sets.extend(batch_sets);
+    }
+    Ok((ids, sets, corpus.stats().clone()))
+}
+
+pub fn run(args: &ExactArgs) -> anyhow::Result<()> {
+    let go = || -> anyhow::Result<()> {
+        let t = crate::lsh::scurve::check_threshold(args.threshold)?;
+        let t0 = std::time::Instant::now();
+        let shingler = args.shingle.shingler(args.seed);
+        let (ids, sets, stats) = read_sets(&args.reader, &shingler)?;
+        let t_read = t0.elapsed().as_secs_f64();
+        let pairs = all_pairs(&sets, t);
+        let t_join = t0.elapsed().as_secs_f64() - t_read;
+        write_pairs_csv(&args.output, &ids, &pairs)?;
+        let empty = sets.iter().filter(|s| s.is_empty()).count();
+        println!("{}", stats.report());
+        println!(
+            "documents: {}, {empty} empty (never paired); pairs with J >= {t}: {}",
+            ids.len(),
+            pairs.len()
+        );
+        println!(
+            "time: read+shingle {t_read:.3} s, join {t_join:.3} s, total {:.3} s",
+            t0.elapsed().as_secs_f64()
+        );
+        Ok(())
+    };
+    match args.threads {
+        Some(0) => anyhow::bail!("--threads must be at least 1"),
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()?
+            .install(go),
+        None => go(),
+    }
 }
 
 #[cfg(test)]
@@ -276,6 +409,21 @@ mod tests {
         assert_eq!(prefix_len(0.7, 10), 4);
         assert_eq!(prefix_len(1.0, 5), 1);
         assert_eq!(prefix_len(0.01, 5), 5);
+    }
+
+    #[test]
+    fn bounded_intersection_matches_the_plain_count() {
+        let sets = random_sets(60, 400, 300, 5);
+        for x in &sets {
+            for y in &sets {
+                let n = x.iter().filter(|v| y.binary_search(v).is_ok()).count();
+                assert_eq!(intersection_size(x, y), n);
+                for need in [0, n.saturating_sub(1), n, n + 1, n + 50] {
+                    let got = intersection_at_least(x, y, need);
+                    assert_eq!(got, (n >= need).then_some(n), "need {need}, n {n}");
+                }
+            }
+        }
     }
 
     #[test]
