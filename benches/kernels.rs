@@ -1,2 +1,196 @@
-//! OWNER: kernels helper. Placeholder so the skeleton compiles.
-fn main() {}
+//! Kernel benchmarks: text in (shingling included), signatures out, throughput in bytes of text.
+//!
+//! - `<kernel>/doc/k<K>/<len>`: every registered kernel, k in {64, 128, 256}, one document of 100 B, 1 KB,
+//!   10 KB or 100 KB of SpamAssassin text starting one byte off alignment.
+//! - `<kernel>/corpus/k128/<n>t`: the SpamAssassin bodies, char:5, k = 128, on a rayon pool of n threads
+//!   (n = 1 for every kernel, n = 2 as well for `simd` and `oph-opt`).
+//!
+//! Every kernel name is the first part of its benchmark names, so `cargo bench --bench kernels -- oph` runs one
+//! family. Before timing, the corpus bench checks its answers (memchr's habit): `simd` equals `scalar` on every
+//! document, and 2 threads give the same signatures as 1.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use lshbench::kernel::{self, KERNELS, Kernel, KernelParams};
+use lshbench::shingle::{Normalization, ShingleKind, Shingler};
+use rayon::prelude::*;
+use std::io::BufRead;
+use std::time::Duration;
+
+const SEED: u64 = 42;
+
+/// The SpamAssassin bodies, in file order.
+fn corpus() -> Vec<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/spamassassin.jsonl.gz");
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(file));
+    reader
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let line = line.unwrap_or_else(|e| panic!("{path} line {}: {e}", i + 1));
+            let v: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("{path} line {}: {e}", i + 1));
+            v["text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{path} line {}: no text field", i + 1))
+                .to_string()
+        })
+        .collect()
+}
+
+fn make(name: &str, num_perm: usize) -> Box<dyn Kernel> {
+    kernel::build(
+        name,
+        &KernelParams {
+            num_perm,
+            seed: SEED,
+            isa: None,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn shingler() -> Shingler {
+    Shingler::new(ShingleKind::Char(5), Normalization::default(), SEED)
+}
+
+/// Signs every text into `out` (row-major, k per text) on the current rayon pool.
+fn sign_all(texts: &[String], shingler: &Shingler, kernel: &dyn Kernel, out: &mut [u32]) {
+    let k = kernel.num_perm();
+    out.par_chunks_mut(k)
+        .zip(texts.par_iter())
+        .with_min_len(8)
+        .for_each_init(Vec::new, |ids, (sig, text)| {
+            shingler.hashes(text, ids);
+            kernel.sign(ids, sig);
+        });
+}
+
+/// One document of `len` bytes (cut back to a char boundary), stored one byte past an aligned start.
+struct Doc {
+    buf: String,
+}
+
+impl Doc {
+    fn new(all_text: &str, len: usize) -> Doc {
+        let mut end = len.min(all_text.len());
+        while !all_text.is_char_boundary(end) {
+            end -= 1;
+        }
+        Doc {
+            buf: format!("#{}", &all_text[..end]),
+        }
+    }
+    fn text(&self) -> &str {
+        &self.buf[1..]
+    }
+}
+
+/// The shared per-document helper: one benchmark per (kernel, k, length).
+fn bench_doc(c: &mut Criterion, spec_name: &str, docs: &[(&str, Doc)]) {
+    let shingler = shingler();
+    let mut group = c.benchmark_group(format!("{spec_name}/doc"));
+    for k in [64usize, 128, 256] {
+        let kernel = make(spec_name, k);
+        for (label, doc) in docs {
+            let text = doc.text();
+            group.throughput(Throughput::Bytes(text.len() as u64));
+            let mut ids = Vec::new();
+            let mut sig = vec![0u32; k];
+            group.bench_function(BenchmarkId::new(format!("k{k}"), label), |b| {
+                b.iter(|| {
+                    shingler.hashes(std::hint::black_box(text), &mut ids);
+                    kernel.sign(&ids, &mut sig);
+                    std::hint::black_box(&sig);
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+fn doc_benches(c: &mut Criterion) {
+    let texts = corpus();
+    let all: String = texts.concat();
+    let docs: Vec<(&str, Doc)> = [
+        ("100B", 100),
+        ("1KB", 1_000),
+        ("10KB", 10_000),
+        ("100KB", 100_000),
+    ]
+    .into_iter()
+    .map(|(label, len)| (label, Doc::new(&all, len)))
+    .collect();
+    for spec in KERNELS {
+        bench_doc(c, spec.name, &docs);
+    }
+}
+
+fn corpus_benches(c: &mut Criterion) {
+    let texts = corpus();
+    let bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();
+    let k = 128;
+    let shingler = shingler();
+    let pools: Vec<(usize, rayon::ThreadPool)> = [1usize, 2]
+        .into_iter()
+        .map(|n| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .expect("rayon pool");
+            (n, pool)
+        })
+        .collect();
+    let run = |kernel: &dyn Kernel, threads: usize| {
+        let mut out = vec![0u32; texts.len() * k];
+        let pool = &pools.iter().find(|(n, _)| *n == threads).unwrap().1;
+        pool.install(|| sign_all(&texts, &shingler, kernel, &mut out));
+        out
+    };
+    // Check the answers before timing anything.
+    let reference = run(&*make("scalar", k), 2);
+    assert!(
+        reference == run(&*make("simd", k), 1),
+        "simd differs from scalar on the corpus"
+    );
+    let oph = make("oph-opt", k);
+    assert!(
+        run(&*oph, 1) == run(&*oph, 2),
+        "oph-opt depends on the thread count"
+    );
+
+    let mut group = c.benchmark_group("corpus");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes(bytes));
+    for spec in KERNELS {
+        let kernel = make(spec.name, k);
+        let threads: &[usize] = if matches!(spec.name, "simd" | "oph-opt") {
+            &[1, 2]
+        } else {
+            &[1]
+        };
+        for &n in threads {
+            let pool = &pools.iter().find(|(m, _)| *m == n).unwrap().1;
+            let mut out = vec![0u32; texts.len() * k];
+            let id = format!("{}/k{k}/{n}t/{}", spec.name, kernel.isa());
+            group.bench_function(id, |b| {
+                b.iter(|| pool.install(|| sign_all(&texts, &shingler, &*kernel, &mut out)))
+            });
+        }
+    }
+    group.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .without_plots()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = doc_benches, corpus_benches
+}
+criterion_main!(benches);

@@ -1,1 +1,435 @@
-//! Exact all-pairs Jaccard similarity join (ground truth). OWNER: LSH helper. To be written.
+//! Exact all-pairs Jaccard similarity join, the ground truth the LSH is measured against. Prefix filtering
+//! (Chaudhuri et al. 2006; Bayardo et al.'s All-Pairs, 2007): tokens are ordered by global frequency, rarest
+//! first; if J(x, y) >= t then the first |x| - ceil(t|x|) + 1 tokens of x and the first |y| - ceil(t|y|) + 1 of y
+//! share a token. A length filter (J <= |x|/|y|) prunes the rest. Probing runs in parallel over documents; each
+//! pair is found once, from its shorter member, and the output is sorted.
+//! Also `lshbench exact`.
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+/// Intersection size of two sorted, deduplicated slices.
+pub fn intersection_size<T: Ord + Copy>(a: &[T], b: &[T]) -> usize {
+    intersection_at_least(a, b, 0).expect("every count reaches 0")
+}
+
+/// The intersection size of two sorted, deduplicated slices, or `None` as soon as it cannot reach `need`.
+/// The merge is branch-free (equal advances both sides), which matters because candidate pairs mostly differ.
+pub fn intersection_at_least<T: Ord + Copy>(a: &[T], b: &[T], need: usize) -> Option<usize> {
+    let (mut i, mut j, mut n) = (0usize, 0usize, 0usize);
+    loop {
+        // Check the bound every 64 steps: what is left of the shorter remainder could still all match.
+        let remaining = (a.len() - i).min(b.len() - j);
+        if n + remaining < need {
+            return None;
+        }
+        if remaining == 0 {
+            return Some(n);
+        }
+        let stop = 64.min(remaining);
+        for _ in 0..stop {
+            // Each step advances i or j (or both), and at most `remaining` steps keep both in bounds.
+            let (x, y) = (a[i], b[j]);
+            n += (x == y) as usize;
+            i += (x <= y) as usize;
+            j += (y <= x) as usize;
+        }
+    }
+}
+
+/// J from the intersection and the two set sizes. Every exact Jaccard in the crate goes through this one
+/// expression, so `dedup` and `exact` agree bit for bit. Two empty sets give 0 (empty never matches).
+#[inline]
+pub fn jaccard_from_counts(intersection: usize, len_a: usize, len_b: usize) -> f64 {
+    let union = len_a + len_b - intersection;
+    if union == 0 {
+        0.0
+    } else {
+        intersection as f64 / union as f64
+    }
+}
+
+/// Exact Jaccard of two sorted, deduplicated sets (0 when both are empty).
+pub fn jaccard<T: Ord + Copy>(a: &[T], b: &[T]) -> f64 {
+    jaccard_from_counts(intersection_size(a, b), a.len(), b.len())
+}
+
+/// The shingle set of `text` (sorted, deduplicated ids), equal to [`crate::shingle::Shingler::set`].
+pub fn shingle_set(shingler: &crate::shingle::Shingler, text: &str) -> Vec<u64> {
+    let mut ids = shingler.set(text);
+    ids.shrink_to_fit();
+    ids
+}
+
+/// A pair found by the join: positions `a < b` in the input, and J.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SimilarPair {
+    pub a: u32,
+    pub b: u32,
+    pub jaccard: f64,
+}
+
+/// Smallest overlap a set of size `len` needs with any partner for J >= t: ceil(t * len), computed so that
+/// rounding can only make it smaller (a longer prefix is still correct; a shorter one could miss pairs).
+fn min_overlap(t: f64, len: usize) -> usize {
+    ((t * len as f64) - 1e-9).ceil().max(0.0) as usize
+}
+
+/// Smallest overlap two sets of sizes `a` and `b` need for J >= t: ceil(t/(1+t) (a + b)), rounded down-safe.
+pub fn required_overlap(t: f64, a: usize, b: usize) -> usize {
+    ((t / (1.0 + t) * (a + b) as f64) - 1e-9).ceil().max(0.0) as usize
+}
+
+fn prefix_len(t: f64, len: usize) -> usize {
+    (len - min_overlap(t, len).min(len) + 1).min(len)
+}
+
+/// Every pair of `sets` (sorted, deduplicated) with J >= `threshold`, sorted by (a, b). Empty sets never pair.
+pub fn all_pairs(sets: &[Vec<u64>], threshold: f64) -> Vec<SimilarPair> {
+    assert!(
+        threshold > 0.0 && threshold <= 1.0,
+        "threshold must lie in (0, 1]"
+    );
+    let n = sets.len();
+    assert!(n <= u32::MAX as usize);
+    // 1. Global token order: rarest first, ties by token value (deterministic).
+    let mut all: Vec<u64> = sets.iter().flatten().copied().collect();
+    all.par_sort_unstable();
+    let mut counted: Vec<(u32, u64)> = Vec::new();
+    let mut i = 0;
+    while i < all.len() {
+        let mut j = i + 1;
+        while j < all.len() && all[j] == all[i] {
+            j += 1;
+        }
+        counted.push(((j - i) as u32, all[i]));
+        i = j;
+    }
+    drop(all);
+    counted.par_sort_unstable();
+    let rank: FxHashMap<u64, u32> = counted
+        .iter()
+        .enumerate()
+        .map(|(r, &(_, tok))| (tok, r as u32))
+        .collect();
+    drop(counted);
+    let docs: Vec<Vec<u32>> = sets
+        .par_iter()
+        .map(|s| {
+            let mut v: Vec<u32> = s.iter().map(|t| rank[t]).collect();
+            v.sort_unstable();
+            v
+        })
+        .collect();
+    drop(rank);
+
+    // 2. Process in (length, position) order. Each pair is found from its longer member x (later position),
+    // probing the shorter ones y. Index y's prefix for the tightest bound that holds when |y| <= |x|:
+    // overlap >= t/(1+t) (|x| + |y|) >= 2t/(1+t) |y|.
+    let mut order: Vec<u32> = (0..n as u32)
+        .filter(|&i| !docs[i as usize].is_empty())
+        .collect();
+    order.sort_by_key(|&i| (docs[i as usize].len(), i));
+    let lens: Vec<usize> = order.iter().map(|&i| docs[i as usize].len()).collect();
+    let t = threshold;
+    let index_t = 2.0 * t / (1.0 + t);
+    // Inverted lists of (position, offset of the token in y), in position (hence length) order.
+    let mut lists: FxHashMap<u32, Vec<(u32, u32)>> = FxHashMap::default();
+    for (pos, &d) in order.iter().enumerate() {
+        let y = &docs[d as usize];
+        for (j, &tok) in y[..prefix_len(index_t, y.len())].iter().enumerate() {
+            lists.entry(tok).or_default().push((pos as u32, j as u32));
+        }
+    }
+
+    // 3. Probe in parallel with x's prefix |x| - ceil(t|x|) + 1, the length filter |y| >= t|x|, and the
+    // positional filter of PPJoin (Xiao et al. 2008): after matching x[i] = y[j], at most
+    // min(|x| - i - 1, |y| - j - 1) more tokens can match, so a y that cannot reach the required overlap
+    // ceil(t/(1+t) (|x| + |y|)) is dropped.
+    const PRUNED: i32 = i32::MIN;
+    let mut pairs: Vec<SimilarPair> = (0..order.len())
+        .into_par_iter()
+        .map_init(
+            || (vec![0i32; order.len()], Vec::<u32>::new()),
+            |(overlap, cands), p| {
+                let x = &docs[order[p] as usize];
+                let min_len = min_overlap(t, x.len());
+                cands.clear();
+                for (i, tok) in x[..prefix_len(t, x.len())].iter().enumerate() {
+                    let Some(list) = lists.get(tok) else { continue };
+                    let end = list.partition_point(|&(q, _)| (q as usize) < p);
+                    let start = list[..end].partition_point(|&(q, _)| lens[q as usize] < min_len);
+                    for &(q, j) in &list[start..end] {
+                        let seen = overlap[q as usize];
+                        if seen == PRUNED {
+                            continue;
+                        }
+                        let ly = lens[q as usize];
+                        let need = required_overlap(t, x.len(), ly);
+                        let bound = seen as usize + 1 + (x.len() - i - 1).min(ly - j as usize - 1);
+                        if bound >= need {
+                            if seen == 0 {
+                                cands.push(q);
+                            }
+                            overlap[q as usize] = seen + 1;
+                        } else {
+                            if seen == 0 {
+                                cands.push(q);
+                            }
+                            overlap[q as usize] = PRUNED;
+                        }
+                    }
+                }
+                let mut found = Vec::new();
+                for &q in cands.iter() {
+                    let keep = overlap[q as usize] != PRUNED;
+                    overlap[q as usize] = 0;
+                    if !keep {
+                        continue;
+                    }
+                    let y = &docs[order[q as usize] as usize];
+                    let Some(inter) =
+                        intersection_at_least(x, y, required_overlap(t, x.len(), y.len()))
+                    else {
+                        continue;
+                    };
+                    let j = jaccard_from_counts(inter, x.len(), y.len());
+                    if j >= t {
+                        let (a, b) = (order[p], order[q as usize]);
+                        let (a, b) = if a < b { (a, b) } else { (b, a) };
+                        found.push(SimilarPair { a, b, jaccard: j });
+                    }
+                }
+                found
+            },
+        )
+        .flatten()
+        .collect();
+    pairs.par_sort_unstable_by_key(|p| (p.a, p.b));
+    pairs
+}
+
+/// Brute force over all pairs, for tests.
+pub fn all_pairs_brute_force(sets: &[Vec<u64>], threshold: f64) -> Vec<SimilarPair> {
+    let mut out = Vec::new();
+    for a in 0..sets.len() {
+        for b in a + 1..sets.len() {
+            let j = jaccard(&sets[a], &sets[b]);
+            if !sets[a].is_empty() && !sets[b].is_empty() && j >= threshold {
+                out.push(SimilarPair {
+                    a: a as u32,
+                    b: b as u32,
+                    jaccard: j,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Writes pairs as CSV `id_a,id_b,jaccard`.
+pub fn write_pairs_csv(
+    path: &std::path::Path,
+    ids: &[String],
+    pairs: &[SimilarPair],
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut w =
+        csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))?;
+    w.write_record(["id_a", "id_b", "jaccard"])?;
+    for p in pairs {
+        w.write_record([
+            ids[p.a as usize].as_str(),
+            ids[p.b as usize].as_str(),
+            &format!("{:.6}", p.jaccard),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// `lshbench exact`: every pair with exact Jaccard >= threshold (ground truth for `dedup`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExactArgs {
+    #[command(flatten)]
+    pub reader: crate::corpus::ReaderArgs,
+    #[command(flatten)]
+    pub shingle: crate::shingle::ShingleArgs,
+    /// Seed of the shingle hash (use the same as `dedup --seed` for identical shingle ids).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Report pairs with exact Jaccard at least this, in (0, 1].
+    #[arg(long, default_value_t = 0.5)]
+    pub threshold: f64,
+    /// Output CSV `id_a,id_b,jaccard` (ids in input order within a pair; rows sorted by input position).
+    #[arg(long, value_name = "CSV")]
+    pub output: std::path::PathBuf,
+    /// Worker threads (default: all logical CPUs).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// Reads a corpus and returns its ids and shingle sets (sorted, deduplicated), shingling in parallel batches.
+pub fn read_sets(
+    reader: &crate::corpus::ReaderArgs,
+    shingler: &crate::shingle::Shingler,
+) -> anyhow::Result<(Vec<String>, Vec<Vec<u64>>, crate::corpus::ReadStats)> {
+    let mut corpus = reader.open()?;
+    let (mut ids, mut sets) = (Vec::new(), Vec::new());
+    loop {
+        let mut batch = Vec::with_capacity(crate::pipeline::BATCH_DOCS);
+        for doc in corpus.by_ref().take(crate::pipeline::BATCH_DOCS) {
+            batch.push(doc?);
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let batch_sets: Vec<Vec<u64>> = batch
+            .par_iter()
+            .map(|d| shingle_set(shingler, &d.text))
+            .collect();
+        ids.extend(batch.into_iter().map(|d| d.id));
+        sets.extend(batch_sets);
+    }
+    Ok((ids, sets, corpus.stats().clone()))
+}
+
+pub fn run(args: &ExactArgs) -> anyhow::Result<()> {
+    let go = || -> anyhow::Result<()> {
+        let t = crate::lsh::scurve::check_threshold(args.threshold)?;
+        let t0 = std::time::Instant::now();
+        let shingler = args.shingle.shingler(args.seed);
+        let (ids, sets, stats) = read_sets(&args.reader, &shingler)?;
+        let t_read = t0.elapsed().as_secs_f64();
+        let pairs = all_pairs(&sets, t);
+        let t_join = t0.elapsed().as_secs_f64() - t_read;
+        write_pairs_csv(&args.output, &ids, &pairs)?;
+        let empty = sets.iter().filter(|s| s.is_empty()).count();
+        println!("{}", stats.report());
+        println!(
+            "documents: {}, {empty} empty (never paired); pairs with J >= {t}: {}",
+            ids.len(),
+            pairs.len()
+        );
+        println!(
+            "time: read+shingle {t_read:.3} s, join {t_join:.3} s, total {:.3} s",
+            t0.elapsed().as_secs_f64()
+        );
+        Ok(())
+    };
+    match args.threads {
+        Some(0) => anyhow::bail!("--threads must be at least 1"),
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()?
+            .install(go),
+        None => go(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+    use rand_xoshiro::rand_core::{Rng, SeedableRng};
+
+    fn random_sets(n: usize, universe: u64, max_len: usize, seed: u64) -> Vec<Vec<u64>> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let len = (rng.next_u64() % max_len as u64) as usize;
+                let mut s: Vec<u64> = (0..len).map(|_| rng.next_u64() % universe).collect();
+                s.sort_unstable();
+                s.dedup();
+                s
+            })
+            .collect()
+    }
+
+    /// Clusters of edited copies of a base set, so many pairs lie near every threshold.
+    fn planted_sets(clusters: usize, per: usize, seed: u64) -> Vec<Vec<u64>> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut out = Vec::new();
+        for _ in 0..clusters {
+            let len = 5 + (rng.next_u64() % 60) as usize;
+            let base: Vec<u64> = (0..len).map(|_| rng.next_u64() % 5000).collect();
+            for _ in 0..per {
+                let mut s: Vec<u64> = base
+                    .iter()
+                    .copied()
+                    .filter(|_| rng.next_u64() % 100 >= 15)
+                    .collect();
+                let extra = (rng.next_u64() % 8) as usize;
+                s.extend((0..extra).map(|_| rng.next_u64() % 5000));
+                s.sort_unstable();
+                s.dedup();
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn join_equals_brute_force() {
+        for (seed, sets) in [
+            (1, random_sets(400, 60, 30, 1)),
+            (2, random_sets(300, 300, 80, 2)),
+            (3, planted_sets(40, 8, 3)),
+            (4, planted_sets(15, 20, 4)),
+        ] {
+            for t in [0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0] {
+                let got = all_pairs(&sets, t);
+                let want = all_pairs_brute_force(&sets, t);
+                assert_eq!(got, want, "case {seed}, t = {t}");
+            }
+            assert!(
+                !all_pairs_brute_force(&sets, 0.1).is_empty(),
+                "case {seed} has pairs"
+            );
+        }
+    }
+
+    #[test]
+    fn join_is_the_same_for_any_thread_count() {
+        let sets = planted_sets(30, 10, 9);
+        let run = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| all_pairs(&sets, 0.5))
+        };
+        assert_eq!(run(1), run(3));
+    }
+
+    #[test]
+    fn prefix_is_never_too_short_after_rounding() {
+        // 0.7 * 10 = 7.000000000000001 in f64: the required overlap is still 7, the prefix 4.
+        assert_eq!(min_overlap(0.7, 10), 7);
+        assert_eq!(prefix_len(0.7, 10), 4);
+        assert_eq!(prefix_len(1.0, 5), 1);
+        assert_eq!(prefix_len(0.01, 5), 5);
+    }
+
+    #[test]
+    fn bounded_intersection_matches_the_plain_count() {
+        let sets = random_sets(60, 400, 300, 5);
+        for x in &sets {
+            for y in &sets {
+                let n = x.iter().filter(|v| y.binary_search(v).is_ok()).count();
+                assert_eq!(intersection_size(x, y), n);
+                for need in [0, n.saturating_sub(1), n, n + 1, n + 50] {
+                    let got = intersection_at_least(x, y, need);
+                    assert_eq!(got, (n >= need).then_some(n), "need {need}, n {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn jaccard_basics() {
+        assert_eq!(jaccard::<u64>(&[], &[]), 0.0);
+        assert_eq!(jaccard(&[1u64, 2, 3], &[2, 3, 4]), 0.5);
+        assert_eq!(jaccard(&[1u64], &[]), 0.0);
+    }
+}

@@ -15,3 +15,4 @@ pub mod lsh;
 pub mod machine;
 pub mod pipeline;
 pub mod shingle;
+pub mod sketch;

@@ -6,10 +6,10 @@ use std::process::Command;
 pub fn cpu_model() -> String {
     if let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") {
         for line in info.lines() {
-            if let Some(rest) = line.strip_prefix("model name") {
-                if let Some((_, name)) = rest.split_once(':') {
-                    return name.trim().to_string();
-                }
+            if let Some(rest) = line.strip_prefix("model name")
+                && let Some((_, name)) = rest.split_once(':')
+            {
+                return name.trim().to_string();
             }
         }
     }

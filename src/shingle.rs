@@ -1,8 +1,13 @@
 //! Text to shingle ids: every window of a document becomes a 64-bit id through a seeded, platform-independent
 //! hash. Kinds: `char:K`, `byte:K`, `word:N`, `stopword:N`. Normalisation is opt-in.
 //!
-//! OWNER: kernels helper. Interface fixed by the skeleton; bodies to be written.
+//! The id is defined on the window's UTF-8 bytes ([`shingle_id`]), so the ASCII fast path of `char:K` (a window
+//! is K bytes, read as one unaligned little-endian load) and the generic path (windows cut at char boundaries)
+//! give the same ids. Windows of at most 8 bytes (every `char:K` window of ASCII text with K <= 8) are hashed
+//! with a 2-multiply mixer of the zero-padded little-endian word, the length and the seed; longer windows with
+//! `xxh3_64_with_seed`. Both are defined on bytes and little-endian loads, so every platform gives the same value.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -56,11 +61,51 @@ impl fmt::Display for ShingleKind {
 }
 
 /// Opt-in text normalisation, applied before shingling. The default leaves the text exactly as given.
+///
+/// Applied in this order: strip punctuation (every char that is neither alphanumeric nor whitespace, so symbols
+/// go too), lowercase (Unicode `char::to_lowercase`), collapse whitespace (each run of Unicode whitespace becomes
+/// one ASCII space; leading and trailing whitespace is removed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Normalization {
     pub lowercase: bool,
     pub collapse_whitespace: bool,
     pub strip_punctuation: bool,
+}
+
+impl Normalization {
+    /// Whether any flag is on (otherwise the text is used as given and nothing is allocated).
+    pub fn any(&self) -> bool {
+        self.lowercase || self.collapse_whitespace || self.strip_punctuation
+    }
+
+    /// The normalised text; borrows `text` unchanged when no flag is on.
+    pub fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if !self.any() {
+            return Cow::Borrowed(text);
+        }
+        let mut out = String::with_capacity(text.len());
+        // `pending_space`: a whitespace run was seen and is written only if a non-space char follows it.
+        let mut pending_space = false;
+        for c in text.chars() {
+            if self.strip_punctuation && !c.is_alphanumeric() && !c.is_whitespace() {
+                continue;
+            }
+            if self.collapse_whitespace && c.is_whitespace() {
+                pending_space = !out.is_empty();
+                continue;
+            }
+            if pending_space {
+                out.push(' ');
+                pending_space = false;
+            }
+            if self.lowercase {
+                out.extend(c.to_lowercase());
+            } else {
+                out.push(c);
+            }
+        }
+        Cow::Owned(out)
+    }
 }
 
 /// Turns texts into shingle ids. Cheap to clone and shareable across threads.
@@ -84,8 +129,35 @@ impl Shingler {
     /// (MinHash is idempotent under repeats, so kernels need no dedup). Text shorter than one window gives one
     /// shingle, the whole text; empty text gives none.
     pub fn hashes(&self, text: &str, out: &mut Vec<u64>) {
-        let _ = (text, out);
-        todo!("kernels helper")
+        out.clear();
+        let text = self.normalization.apply(text);
+        let text: &str = &text;
+        if text.is_empty() {
+            return;
+        }
+        let key = ShingleKey::new(self.seed);
+        match self.kind {
+            ShingleKind::Byte(k) => byte_windows(text.as_bytes(), k, &key, out),
+            ShingleKind::Char(k) => {
+                if text.is_ascii() {
+                    byte_windows(text.as_bytes(), k, &key, out)
+                } else {
+                    char_windows_generic(text, k, &key, out)
+                }
+            }
+            ShingleKind::Word(n) => word_windows(text, n, &key, out),
+            ShingleKind::StopWord(n) => stopword_windows(text, n, &key, out),
+        }
+    }
+
+    /// The generic `char:K` path (char boundaries found by decoding), without the ASCII fast path. Public so
+    /// tests can check that both paths agree; [`Shingler::hashes`] picks the fast path itself.
+    pub fn char_hashes_generic(&self, text: &str, k: usize, out: &mut Vec<u64>) {
+        out.clear();
+        let text = self.normalization.apply(text);
+        if !text.is_empty() {
+            char_windows_generic(&text, k, &ShingleKey::new(self.seed), out);
+        }
     }
 
     /// The shingle set of `text`: sorted, deduplicated ids. Exact Jaccard is computed on these.
@@ -95,5 +167,500 @@ impl Shingler {
         ids.sort_unstable();
         ids.dedup();
         ids
+    }
+}
+
+/// The shingle flags of `lshbench sketch` and friends. The seed comes from the kernel flags (`--seed`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct ShingleArgs {
+    /// Shingle kind: char:K (Unicode scalar values), byte:K, word:N (whitespace tokens) or stopword:N (a stop
+    /// word and the N tokens after it).
+    #[arg(long, default_value = "char:5")]
+    pub shingle: ShingleKind,
+    /// Lowercase the text before shingling.
+    #[arg(long)]
+    pub lowercase: bool,
+    /// Turn each run of whitespace into one space and trim the ends.
+    #[arg(long)]
+    pub collapse_whitespace: bool,
+    /// Remove every character that is neither alphanumeric nor whitespace (punctuation and symbols).
+    #[arg(long)]
+    pub strip_punctuation: bool,
+}
+
+impl ShingleArgs {
+    pub fn normalization(&self) -> Normalization {
+        Normalization {
+            lowercase: self.lowercase,
+            collapse_whitespace: self.collapse_whitespace,
+            strip_punctuation: self.strip_punctuation,
+        }
+    }
+
+    /// The shingler, its hash seeded with `seed` (the kernel's `--seed`).
+    pub fn shingler(&self, seed: u64) -> Shingler {
+        Shingler::new(self.shingle, self.normalization(), seed)
+    }
+}
+
+/// The seed-derived constants of the shingle hash.
+#[derive(Clone, Copy, Debug)]
+struct ShingleKey {
+    seed: u64,
+    /// XORed into the short-window word before mixing: a SplitMix64 output of the seed, so nearby seeds give
+    /// unrelated keys.
+    short: u64,
+}
+
+impl ShingleKey {
+    fn new(seed: u64) -> Self {
+        ShingleKey {
+            seed,
+            short: splitmix64(seed ^ 0x5348_494e_474c_4521),
+        }
+    }
+}
+
+/// The seeded 64-bit id of one window, defined on its bytes. Windows of at most 8 bytes: the mixer
+/// [`mix_short`] of the zero-padded little-endian word, the length and the seed; longer windows:
+/// `xxh3_64_with_seed(bytes, seed)`. The value is the same on every platform.
+pub fn shingle_id(bytes: &[u8], seed: u64) -> u64 {
+    id_of(bytes, &ShingleKey::new(seed))
+}
+
+#[inline]
+fn id_of(bytes: &[u8], key: &ShingleKey) -> u64 {
+    if bytes.len() <= 8 {
+        let mut word = [0u8; 8];
+        word[..bytes.len()].copy_from_slice(bytes);
+        mix_short(u64::from_le_bytes(word), bytes.len() as u64, key.short)
+    } else {
+        xxhash_rust::xxh3::xxh3_64_with_seed(bytes, key.seed)
+    }
+}
+
+/// Hash of a window of `len <= 8` bytes packed little-endian into `word` (upper bytes zero). Two rounds of the
+/// SplitMix64/Stafford "mix13" finaliser, with the length XORed in between. For a fixed length the map
+/// word -> id is a bijection (every step is invertible), so two distinct windows of the same length never
+/// collide; windows of different lengths collide only by chance.
+#[inline(always)]
+pub fn mix_short(word: u64, len: u64, key: u64) -> u64 {
+    let mut x = word ^ key;
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27) ^ len.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// SplitMix64's output function (Steele, Lea, Flood 2014): a good 64-bit bijective mixer.
+#[inline(always)]
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The mask keeping the low `len` bytes of a little-endian word, `1 <= len <= 8`.
+#[inline(always)]
+fn low_bytes_mask(len: usize) -> u64 {
+    u64::MAX >> (64 - 8 * len)
+}
+
+/// Every window of `k` bytes (ASCII `char:K` and `byte:K`). For `k <= 8` each window is one unaligned
+/// little-endian 8-byte load, masked to `k` bytes, and mixed: no allocation, no decoding.
+fn byte_windows(bytes: &[u8], k: usize, key: &ShingleKey, out: &mut Vec<u64>) {
+    let n = bytes.len();
+    if n <= k {
+        out.push(id_of(bytes, key));
+        return;
+    }
+    let windows = n - k + 1;
+    if k > 8 {
+        out.reserve(windows);
+        out.extend(bytes.windows(k).map(|w| id_of(w, key)));
+        return;
+    }
+    // Windows starting at i with i + 8 <= n load 8 bytes directly; the rest go through a padded copy.
+    let direct = if n >= 8 { (n - 7).min(windows) } else { 0 };
+    let base = out.len();
+    out.resize(base + windows, 0);
+    let dst = &mut out[base..];
+    short_windows(bytes, k, key.short, &mut dst[..direct]);
+    let mut tail = [0u8; 16];
+    let rest = &bytes[direct..];
+    tail[..rest.len()].copy_from_slice(rest);
+    let mask = low_bytes_mask(k);
+    for (i, slot) in dst[direct..].iter_mut().enumerate() {
+        let word = u64::from_le_bytes(tail[i..i + 8].try_into().expect("window of 8"));
+        *slot = mix_short(word & mask, k as u64, key.short);
+    }
+}
+
+/// `out[i]` = id of `bytes[i..i + k]`, for `i + 8 <= bytes.len()`. Picks the AVX-512 compilation of the same
+/// code when the CPU has it (the integer arithmetic is exact, so both give the same ids; a test checks).
+#[inline]
+fn short_windows(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64]) {
+    assert!(out.is_empty() || out.len() + 7 <= bytes.len());
+    #[cfg(target_arch = "x86_64")]
+    if crate::kernel::wide_vectors() {
+        // SAFETY: wide_vectors() checked that the CPU supports AVX-512 F/DQ/BW/VL.
+        unsafe { short_windows_avx512(bytes, k, short_key, out) };
+        return;
+    }
+    short_windows_plain(bytes, k, short_key, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn short_windows_avx512(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64]) {
+    short_windows_plain(bytes, k, short_key, out)
+}
+
+/// The loop of [`short_windows`], written so the compiler can vectorise it.
+#[inline(always)]
+pub(crate) fn short_windows_plain(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64]) {
+    assert!(out.is_empty() || out.len() + 7 <= bytes.len());
+    let mask = low_bytes_mask(k);
+    let len = k as u64;
+    let p = bytes.as_ptr();
+    for (i, slot) in out.iter_mut().enumerate() {
+        // SAFETY: i + 8 <= out.len() + 7 <= bytes.len() (asserted above), so the 8 bytes at p + i are in bounds.
+        let word = u64::from_le(unsafe { p.add(i).cast::<u64>().read_unaligned() });
+        *slot = mix_short(word & mask, len, short_key);
+    }
+}
+
+/// The byte length of the UTF-8 sequence that starts with byte `b`.
+#[inline(always)]
+fn utf8_width(b: u8) -> usize {
+    match b {
+        0x00..=0x7f => 1,
+        0x80..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
+    }
+}
+
+/// Every window of `k` Unicode scalar values, cut at char boundaries and hashed on its bytes.
+///
+/// Text with some non-ASCII characters is mostly ASCII runs: a window that lies inside an ASCII run is `k`
+/// bytes, so the windows starting in a run (except its last k - 1 chars) go through the same batch loop as
+/// the ASCII fast path. Only windows that touch a non-ASCII char walk the chars one by one.
+fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut Vec<u64>) {
+    let bytes = text.as_bytes();
+    let n = bytes.len();
+    // Count char starts (every byte that is not a continuation byte 10xxxxxx).
+    let chars = bytes.iter().filter(|&&b| (b as i8) >= -0x40).count();
+    if chars <= k {
+        out.push(id_of(bytes, key));
+        return;
+    }
+    let emit = |start: usize, end: usize, out: &mut Vec<u64>| {
+        let len = end - start;
+        if len <= 8 && start + 8 <= n {
+            let word = u64::from_le_bytes(bytes[start..start + 8].try_into().expect("8 bytes"));
+            out.push(mix_short(word & low_bytes_mask(len), len as u64, key.short));
+        } else {
+            out.push(id_of(&bytes[start..end], key));
+        }
+    };
+    // The end of the window of k chars starting at `s`, if k chars remain.
+    let end_of = |s: usize| -> Option<usize> {
+        let mut e = s;
+        for _ in 0..k {
+            if e >= n {
+                return None;
+            }
+            e += utf8_width(bytes[e]);
+        }
+        Some(e)
+    };
+    let mut s = 0usize;
+    while s < n {
+        if bytes[s] < 0x80 {
+            let run_end = s + bytes[s..].iter().position(|&b| b >= 0x80).unwrap_or(n - s);
+            if k <= 8 && run_end - s >= k {
+                // Windows starting at s..s + count lie inside the run.
+                let count = run_end - s - k + 1;
+                let direct = count.min((n - s).saturating_sub(7));
+                let base = out.len();
+                out.resize(base + direct, 0);
+                short_windows(&bytes[s..], k, key.short, &mut out[base..]);
+                for t in s + direct..s + count {
+                    emit(t, t + k, out);
+                }
+                s += count;
+                continue;
+            }
+        }
+        match end_of(s) {
+            Some(e) => emit(s, e, out),
+            None => break,
+        }
+        s += utf8_width(bytes[s]);
+    }
+}
+
+/// The id of tokens joined by single spaces (so `a  b` and `a b` give the same word shingle).
+fn tokens_id(tokens: &[&str], scratch: &mut Vec<u8>, key: &ShingleKey) -> u64 {
+    scratch.clear();
+    for (i, t) in tokens.iter().enumerate() {
+        if i > 0 {
+            scratch.push(b' ');
+        }
+        scratch.extend_from_slice(t.as_bytes());
+    }
+    id_of(scratch, key)
+}
+
+/// Every window of `n` consecutive tokens (maximal runs of non-whitespace). Fewer than `n` tokens: one shingle
+/// of all of them; no token (blank text): none.
+fn word_windows(text: &str, n: usize, key: &ShingleKey, out: &mut Vec<u64>) {
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    if tokens.is_empty() {
+        return;
+    }
+    let mut scratch = Vec::new();
+    if tokens.len() <= n {
+        out.push(tokens_id(&tokens, &mut scratch, key));
+        return;
+    }
+    out.extend(tokens.windows(n).map(|w| tokens_id(w, &mut scratch, key)));
+}
+
+/// A stop word followed by the next `n` tokens (Theobald et al.'s SpotSigs, used for news articles in the
+/// lecture notes). A stop word with fewer than `n` tokens after it gives the shorter window, so the last stop
+/// word is never dropped. A text with tokens but no stop word gives one shingle of all its tokens (a non-blank
+/// text never has an empty set). Stop words match case-insensitively against [`STOP_WORDS`]; a token with
+/// punctuation attached (`the,`) matches only under `--strip-punctuation`.
+fn stopword_windows(text: &str, n: usize, key: &ShingleKey, out: &mut Vec<u64>) {
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    if tokens.is_empty() {
+        return;
+    }
+    let mut scratch = Vec::new();
+    for i in 0..tokens.len() {
+        if is_stop_word(tokens[i]) {
+            let end = (i + 1 + n).min(tokens.len());
+            out.push(tokens_id(&tokens[i..end], &mut scratch, key));
+        }
+    }
+    if out.is_empty() {
+        out.push(tokens_id(&tokens, &mut scratch, key));
+    }
+}
+
+/// Whether `token` is in [`STOP_WORDS`], ignoring case (Unicode lowercase; the list is ASCII).
+pub fn is_stop_word(token: &str) -> bool {
+    if token.len() > 16 {
+        return false;
+    }
+    if token.bytes().all(|b| !b.is_ascii_uppercase()) {
+        STOP_WORDS.binary_search(&token).is_ok()
+    } else {
+        let lower = token.to_lowercase();
+        STOP_WORDS.binary_search(&lower.as_str()).is_ok()
+    }
+}
+
+/// Our built-in English stop-word list (sorted, lowercase): articles, pronouns, auxiliaries, prepositions,
+/// conjunctions and the most common adverbs. 150 words.
+pub static STOP_WORDS: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "down",
+    "during",
+    "each",
+    "even",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "may",
+    "me",
+    "might",
+    "more",
+    "most",
+    "must",
+    "my",
+    "myself",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "same",
+    "shall",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "upon",
+    "us",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "when",
+    "where",
+    "whether",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "will",
+    "with",
+    "within",
+    "without",
+    "would",
+    "yet",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_words_are_sorted_lowercase_and_unique() {
+        assert!(STOP_WORDS.windows(2).all(|w| w[0] < w[1]));
+        assert!(
+            STOP_WORDS
+                .iter()
+                .all(|w| w.chars().all(|c| c.is_ascii_lowercase()))
+        );
+        assert!(
+            (100..=180).contains(&STOP_WORDS.len()),
+            "{}",
+            STOP_WORDS.len()
+        );
+    }
+
+    #[test]
+    fn stop_words_match_case_insensitively() {
+        assert!(is_stop_word("the") && is_stop_word("The") && is_stop_word("THE"));
+        assert!(!is_stop_word("the,") && !is_stop_word("cat"));
+    }
+
+    #[test]
+    fn avx512_and_plain_window_loops_agree() {
+        let bytes: Vec<u8> = (0..300u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for k in 1..=8 {
+            let count = bytes.len() - 7;
+            let mut plain = vec![0u64; count];
+            short_windows_plain(&bytes, k, 99, &mut plain);
+            let mut picked = vec![0u64; count];
+            short_windows(&bytes, k, 99, &mut picked);
+            assert_eq!(plain, picked, "k={k}");
+            #[cfg(target_arch = "x86_64")]
+            if crate::kernel::Isa::Avx512.supported() {
+                let mut wide = vec![0u64; count];
+                // SAFETY: checked just above that the CPU supports AVX-512 F/DQ/BW/VL.
+                unsafe { short_windows_avx512(&bytes, k, 99, &mut wide) };
+                assert_eq!(plain, wide, "k={k}");
+            }
+        }
+    }
+
+    #[test]
+    fn mix_short_is_a_bijection_on_a_sample_of_one_length() {
+        // Distinct words of the same length must give distinct ids (the map is invertible).
+        let mut ids: Vec<u64> = (0..100_000u64).map(|w| mix_short(w, 5, 7)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 100_000);
     }
 }

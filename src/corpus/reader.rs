@@ -1,8 +1,20 @@
 //! Streaming corpus readers: JSONL, CSV/TSV with a header, plain text (one document per line) and a directory
-//! (one document per file). `.gz` is read transparently. One record is held at a time.
+//! (one document per file). `.gz` is read transparently (by extension or gzip magic bytes). One record is held
+//! at a time, so memory does not grow with the corpus.
 //!
-//! OWNER: corpus helper. Interface fixed by the skeleton; bodies to be written.
+//! Counting rules (so that no document is ever dropped silently):
+//! - a *record* is a JSONL line that is not blank, a CSV/TSV row after the header, a text line, or a file of a
+//!   directory; every record is either yielded as a document or rejected, and both are counted;
+//! - a blank (empty or all-whitespace) JSONL line is not a record and counts nothing, so files ending in extra
+//!   newlines read cleanly; a blank line of a *text* corpus is an empty document (the text format has no
+//!   syntax to violate, and the empty document is then counted as empty downstream);
+//! - a record without an id gets its 0-based record index (rejected records keep their index, so ids stay
+//!   tied to the position in the file whatever `--on-error` says).
 
+use std::borrow::Cow;
+use std::fmt;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 /// One document as read from a corpus.
@@ -15,20 +27,25 @@ pub struct Document {
     pub text: String,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum InputFormat {
     /// From the path: a directory, or the extension under an optional `.gz` (`.jsonl`/`.ndjson`/`.json`,
     /// `.csv`, `.tsv`/`.tab`, anything else is text).
     #[default]
     Auto,
+    /// One JSON object per line.
     Jsonl,
+    /// Comma-separated values with a header row (RFC 4180 quoting; quoted fields may span lines).
     Csv,
+    /// Tab-separated values with a header row (same quoting rules as CSV).
     Tsv,
+    /// Plain text, one document per line.
     Text,
+    /// A directory, one document per file (recursively, in sorted order), the relative path as id.
     Dir,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum OnError {
     /// Stop at the first malformed record with an error naming file, line and reason.
     #[default]
@@ -68,6 +85,7 @@ impl Default for ReaderOptions {
 }
 
 /// What went wrong, always naming the file and, for a record, its 1-based line and the field.
+/// A record-level problem (a line that is not JSON, a CSV row of the wrong width) has an empty `field`.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     #[error("{}: {source}", file.display())]
@@ -75,13 +93,21 @@ pub enum ReadError {
         file: PathBuf,
         source: std::io::Error,
     },
-    #[error("{}:{line}: field `{field}`: {reason}", file.display())]
+    #[error("{}:{line}: {}{reason}", file.display(), field_prefix(field))]
     Malformed {
         file: PathBuf,
         line: u64,
         field: String,
         reason: String,
     },
+}
+
+fn field_prefix(field: &str) -> String {
+    if field.is_empty() {
+        String::new()
+    } else {
+        format!("field `{field}`: ")
+    }
 }
 
 /// Counts kept while reading, so no document is ever dropped silently.
@@ -99,26 +125,824 @@ pub struct ReadStats {
     pub first_rejections: Vec<String>,
 }
 
+/// How many rejection messages [`ReadStats`] keeps.
+pub const MAX_KEPT_REJECTIONS: usize = 20;
+
+impl ReadStats {
+    /// One line for a run summary, e.g.
+    /// `read 6046 records: 6046 documents, 0 rejected, 0 with invalid UTF-8 replaced`.
+    pub fn summary_line(&self) -> String {
+        format!(
+            "read {} records: {} documents, {} rejected, {} with invalid UTF-8 replaced",
+            self.records, self.documents, self.rejected, self.utf8_replaced
+        )
+    }
+
+    /// The summary line followed by the kept rejection messages, one per indented line, and a note when more
+    /// were rejected than kept.
+    pub fn report(&self) -> String {
+        let mut out = self.summary_line();
+        for msg in &self.first_rejections {
+            out.push_str("\n  rejected: ");
+            out.push_str(msg);
+        }
+        let kept = self.first_rejections.len() as u64;
+        if self.rejected > kept {
+            out.push_str(&format!(
+                "\n  ... and {} more rejected records",
+                self.rejected - kept
+            ));
+        }
+        out
+    }
+}
+
+/// The reader flags shared by every subcommand that reads a corpus (`sketch`, `dedup`, `exact`, ...):
+/// flatten it with `#[command(flatten)]`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ReaderArgs {
+    /// The corpus: a JSONL, CSV, TSV or text file (optionally .gz), or a directory of files.
+    #[arg(long, value_name = "PATH")]
+    pub input: PathBuf,
+    /// Input format; `auto` decides from the path (directory, or extension under an optional .gz).
+    #[arg(long, value_enum, default_value_t = InputFormat::Auto)]
+    pub format: InputFormat,
+    /// JSONL: the field holding the id (string or number). Default: "id" when present, else the record index.
+    #[arg(long, value_name = "NAME")]
+    pub id_field: Option<String>,
+    /// JSONL: the field holding the text (must be a string).
+    #[arg(long, value_name = "NAME", default_value = "text")]
+    pub text_field: String,
+    /// CSV/TSV: the column holding the id. Default: the 0-based record index.
+    #[arg(long, value_name = "NAME")]
+    pub id_column: Option<String>,
+    /// CSV/TSV: the column holding the text. Default: a column named "text".
+    #[arg(long, value_name = "NAME")]
+    pub text_column: Option<String>,
+    /// What a malformed record does: stop the run (`fail`) or get counted and reported (`skip`).
+    #[arg(long, value_enum, default_value_t = OnError::Fail)]
+    pub on_error: OnError,
+    /// Reject records with invalid UTF-8 as malformed instead of replacing the bad bytes with U+FFFD.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+impl ReaderArgs {
+    pub fn options(&self) -> ReaderOptions {
+        ReaderOptions {
+            format: self.format,
+            id_field: self.id_field.clone(),
+            text_field: self.text_field.clone(),
+            id_column: self.id_column.clone(),
+            text_column: self.text_column.clone(),
+            on_error: self.on_error,
+            strict_utf8: self.strict,
+        }
+    }
+
+    /// Opens the reader these flags describe.
+    pub fn open(&self) -> Result<CorpusReader, ReadError> {
+        CorpusReader::open(&self.input, &self.options())
+    }
+}
+
+/// Buffer sizes: large reads keep syscalls and decompressor calls rare.
+const FILE_BUF: usize = 1 << 16;
+const TEXT_BUF: usize = 1 << 18;
+
+type Source = Box<dyn BufRead + Send>;
+
+/// Opens a file as a buffered byte stream, decompressing gzip (detected by the magic bytes `1f 8b`, which
+/// also covers a `.gz` extension; a `.gz` file without them is an error rather than silently read raw).
+fn open_source(path: &Path) -> Result<Source, ReadError> {
+    let io_err = |source| ReadError::Io {
+        file: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io_err)?;
+    let mut raw = BufReader::with_capacity(FILE_BUF, file);
+    let head = raw.fill_buf().map_err(io_err)?;
+    let gzip = head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b;
+    if gzip {
+        // MultiGzDecoder: concatenated gzip members (as `cat a.gz b.gz` or bgzip produce) are one stream.
+        let dec = flate2::bufread::MultiGzDecoder::new(raw);
+        Ok(Box::new(BufReader::with_capacity(TEXT_BUF, dec)))
+    } else if has_gz_extension(path) && !head.is_empty() {
+        Err(io_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the name ends in .gz but the file is not gzip (no 1f 8b magic bytes)",
+        )))
+    } else {
+        Ok(Box::new(raw))
+    }
+}
+
+fn has_gz_extension(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+/// The format `Auto` resolves to for `path`.
+pub fn detect_format(path: &Path) -> InputFormat {
+    if path.is_dir() {
+        return InputFormat::Dir;
+    }
+    let inner: &Path = if has_gz_extension(path) {
+        path.file_stem().map(Path::new).unwrap_or(path)
+    } else {
+        path
+    };
+    let ext = inner
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        "jsonl" | "ndjson" | "json" => InputFormat::Jsonl,
+        "csv" => InputFormat::Csv,
+        "tsv" | "tab" => InputFormat::Tsv,
+        _ => InputFormat::Text,
+    }
+}
+
+/// A rejected record, before the reader attaches the corpus path (`file` is set when the record lives in a
+/// file of a directory corpus).
+struct Bad {
+    file: Option<PathBuf>,
+    line: u64,
+    field: String,
+    reason: String,
+}
+
+impl Bad {
+    fn new(line: u64, field: &str, reason: String) -> Bad {
+        Bad {
+            file: None,
+            line,
+            field: field.to_string(),
+            reason,
+        }
+    }
+}
+
+/// A record parsed into owned strings, plus whether invalid UTF-8 was replaced in it.
+struct Parsed {
+    id: Option<String>,
+    text: String,
+    replaced: bool,
+}
+
+enum Inner {
+    Lines {
+        src: Source,
+        buf: Vec<u8>,
+        /// 1-based number of the last line read.
+        line: u64,
+        json: bool,
+    },
+    Delimited {
+        // Boxed: the CSV parser's state is large, and most readers are not CSV.
+        rows: Box<RowReader>,
+        width: usize,
+        text_col: (usize, String),
+        id_col: Option<(usize, String)>,
+    },
+    Dir {
+        root: PathBuf,
+        files: std::vec::IntoIter<PathBuf>,
+        buf: Vec<u8>,
+    },
+}
+
 /// A streaming reader over one corpus path. Iterating yields documents; under `OnError::Fail` the first
 /// malformed record yields `Err` and ends the iteration.
 pub struct CorpusReader {
-    _private: (),
+    path: PathBuf,
+    options: ReaderOptions,
+    inner: Inner,
+    stats: ReadStats,
+    done: bool,
 }
 
 impl CorpusReader {
     pub fn open(path: &Path, options: &ReaderOptions) -> Result<CorpusReader, ReadError> {
-        let _ = (path, options);
-        todo!("corpus helper")
+        let format = match options.format {
+            InputFormat::Auto => detect_format(path),
+            f => f,
+        };
+        let inner = match format {
+            InputFormat::Jsonl | InputFormat::Text => Inner::Lines {
+                src: open_source(path)?,
+                buf: Vec::with_capacity(1 << 16),
+                line: 0,
+                json: format == InputFormat::Jsonl,
+            },
+            InputFormat::Csv | InputFormat::Tsv => {
+                let delimiter = if format == InputFormat::Tsv {
+                    b'\t'
+                } else {
+                    b','
+                };
+                open_delimited(path, open_source(path)?, delimiter, options)?
+            }
+            InputFormat::Dir => {
+                let mut files = Vec::new();
+                walk(path, Path::new(""), &mut files)?;
+                // Path ordering compares component by component, so the order depends only on the names,
+                // never on the order the file system lists them in.
+                files.sort();
+                Inner::Dir {
+                    root: path.to_path_buf(),
+                    files: files.into_iter(),
+                    buf: Vec::new(),
+                }
+            }
+            InputFormat::Auto => unreachable!("resolved above"),
+        };
+        Ok(CorpusReader {
+            path: path.to_path_buf(),
+            options: options.clone(),
+            inner,
+            stats: ReadStats::default(),
+            done: false,
+        })
     }
 
     pub fn stats(&self) -> &ReadStats {
-        todo!("corpus helper")
+        &self.stats
+    }
+
+    /// The corpus path this reader was opened on.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads the next record: `Ok(None)` at the end, `Ok(Some(Err(bad)))` for a malformed record.
+    fn next_record(&mut self) -> Result<Option<Result<Parsed, Bad>>, ReadError> {
+        let options = &self.options;
+        match &mut self.inner {
+            Inner::Lines {
+                src,
+                buf,
+                line,
+                json,
+            } => loop {
+                buf.clear();
+                let n = src.read_until(b'\n', buf).map_err(|source| ReadError::Io {
+                    file: self.path.clone(),
+                    source,
+                })?;
+                if n == 0 {
+                    return Ok(None);
+                }
+                *line += 1;
+                let mut bytes: &[u8] = buf;
+                if let Some(rest) = bytes.strip_suffix(b"\n") {
+                    bytes = rest.strip_suffix(b"\r").unwrap_or(rest);
+                }
+                if *json {
+                    if bytes.iter().all(u8::is_ascii_whitespace) {
+                        continue; // a blank line is not a record
+                    }
+                    return Ok(Some(parse_json(bytes, *line, options)));
+                }
+                return Ok(Some(match decode(bytes, options.strict_utf8) {
+                    Ok((text, replaced)) => Ok(Parsed {
+                        id: None,
+                        text: text.into_owned(),
+                        replaced,
+                    }),
+                    Err(reason) => Err(Bad::new(*line, "", reason)),
+                }));
+            },
+            Inner::Delimited {
+                rows,
+                width,
+                text_col,
+                id_col,
+            } => {
+                let Some(line) = rows.next_row().map_err(|source| ReadError::Io {
+                    file: self.path.clone(),
+                    source,
+                })?
+                else {
+                    return Ok(None);
+                };
+                if rows.len() != *width {
+                    return Ok(Some(Err(Bad::new(
+                        line,
+                        "",
+                        format!(
+                            "expected {} fields (as in the header), found {}",
+                            width,
+                            rows.len()
+                        ),
+                    ))));
+                }
+                let strict = options.strict_utf8;
+                let field = |(idx, name): &(usize, String)| {
+                    decode(rows.field(*idx), strict).map_err(|reason| Bad::new(line, name, reason))
+                };
+                let (text, mut replaced) = match field(text_col) {
+                    Ok(t) => t,
+                    Err(bad) => return Ok(Some(Err(bad))),
+                };
+                let id = match id_col.as_ref().map(field) {
+                    Some(Ok((id, r))) => {
+                        replaced |= r;
+                        Some(id.into_owned())
+                    }
+                    Some(Err(bad)) => return Ok(Some(Err(bad))),
+                    None => None,
+                };
+                Ok(Some(Ok(Parsed {
+                    id,
+                    text: text.into_owned(),
+                    replaced,
+                })))
+            }
+            Inner::Dir { root, files, buf } => {
+                let Some(rel) = files.next() else {
+                    return Ok(None);
+                };
+                let full = root.join(&rel);
+                buf.clear();
+                open_source(&full)?
+                    .read_to_end(buf)
+                    .map_err(|source| ReadError::Io {
+                        file: full.clone(),
+                        source,
+                    })?;
+                // Ids use '/' whatever the platform, so they are the same everywhere.
+                let id = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                Ok(Some(match decode(buf, options.strict_utf8) {
+                    Ok((text, replaced)) => Ok(Parsed {
+                        id: Some(id),
+                        text: text.into_owned(),
+                        replaced,
+                    }),
+                    Err(reason) => {
+                        // Point at the line holding the first invalid byte.
+                        let valid = std::str::from_utf8(buf)
+                            .err()
+                            .map_or(0, |e| e.valid_up_to());
+                        let line = 1 + memchr::memchr_iter(b'\n', &buf[..valid]).count() as u64;
+                        Err(Bad {
+                            file: Some(full),
+                            line,
+                            field: String::new(),
+                            reason,
+                        })
+                    }
+                }))
+            }
+        }
     }
 }
 
 impl Iterator for CorpusReader {
     type Item = Result<Document, ReadError>;
+
     fn next(&mut self) -> Option<Self::Item> {
-        todo!("corpus helper")
+        if self.done {
+            return None;
+        }
+        loop {
+            let record_index = self.stats.records;
+            match self.next_record() {
+                Err(err) => {
+                    self.done = true;
+                    return Some(Err(err));
+                }
+                Ok(None) => {
+                    self.done = true;
+                    return None;
+                }
+                Ok(Some(Ok(parsed))) => {
+                    let stats = &mut self.stats;
+                    stats.records += 1;
+                    stats.utf8_replaced += parsed.replaced as u64;
+                    let doc = Document {
+                        index: stats.documents,
+                        id: parsed.id.unwrap_or_else(|| record_index.to_string()),
+                        text: parsed.text,
+                    };
+                    stats.documents += 1;
+                    return Some(Ok(doc));
+                }
+                Ok(Some(Err(bad))) => {
+                    let err = ReadError::Malformed {
+                        file: bad.file.unwrap_or_else(|| self.path.clone()),
+                        line: bad.line,
+                        field: bad.field,
+                        reason: bad.reason,
+                    };
+                    let stats = &mut self.stats;
+                    stats.records += 1;
+                    stats.rejected += 1;
+                    if stats.first_rejections.len() < MAX_KEPT_REJECTIONS {
+                        stats.first_rejections.push(err.to_string());
+                    }
+                    if self.options.on_error == OnError::Fail {
+                        self.done = true;
+                        return Some(Err(err));
+                    }
+                }
+            }
+        }
     }
+}
+
+/// Decodes bytes as UTF-8: borrowed when valid, else replaced (and flagged) or rejected under `strict`.
+fn decode(bytes: &[u8], strict: bool) -> Result<(Cow<'_, str>, bool), String> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Ok((Cow::Borrowed(s), false)),
+        Err(e) if strict => Err(format!(
+            "invalid UTF-8 at byte {} (rejected under --strict)",
+            e.valid_up_to()
+        )),
+        Err(_) => Ok((String::from_utf8_lossy(bytes), true)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// JSONL
+
+/// One JSON line, parsed without building a `Value`: the id and text fields are copied out once, every other
+/// field is skipped by the parser.
+fn parse_json(bytes: &[u8], line: u64, options: &ReaderOptions) -> Result<Parsed, Bad> {
+    let id_field = options.id_field.as_deref().unwrap_or("id");
+    let text_field = options.text_field.as_str();
+    let (fields, replaced) = match std::str::from_utf8(bytes) {
+        Ok(s) => (parse_object(s, id_field, text_field, line)?, false),
+        Err(e) => {
+            // Parse the repaired line so the message can name the field that held the bad bytes.
+            let lossy = String::from_utf8_lossy(bytes);
+            let fields = parse_object(&lossy, id_field, text_field, line)?;
+            let in_text = fields.text.as_ref().is_some_and(|t| t.contains('\u{FFFD}'));
+            let in_id = fields.id.as_ref().is_some_and(|t| t.contains('\u{FFFD}'));
+            if options.strict_utf8 {
+                let field = if in_text {
+                    text_field
+                } else if in_id {
+                    id_field
+                } else {
+                    ""
+                };
+                return Err(Bad::new(
+                    line,
+                    field,
+                    format!(
+                        "invalid UTF-8 at byte {} of the line (rejected under --strict)",
+                        e.valid_up_to()
+                    ),
+                ));
+            }
+            (fields, in_text || in_id)
+        }
+    };
+    let Some(text) = fields.text else {
+        return Err(Bad::new(line, text_field, "missing".into()));
+    };
+    Ok(Parsed {
+        id: fields.id,
+        text,
+        replaced,
+    })
+}
+
+struct JsonFields {
+    id: Option<String>,
+    text: Option<String>,
+}
+
+fn parse_object(s: &str, id_field: &str, text_field: &str, line: u64) -> Result<JsonFields, Bad> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(s);
+    let seed = ObjectSeed {
+        id_field,
+        text_field,
+    };
+    let result = seed.deserialize(&mut de).and_then(|r| de.end().map(|()| r));
+    match result {
+        Ok(Ok(fields)) => Ok(fields),
+        Ok(Err((field, reason))) => Err(Bad::new(line, field, reason)),
+        Err(e) => Err(Bad::new(line, "", format!("not a JSON object: {e}"))),
+    }
+}
+
+/// Deserialises one JSON object, keeping only the id and text fields. A wrong type in one of those is a
+/// record error (the field and the type found), not a parse error, so the message can name the field.
+struct ObjectSeed<'a> {
+    id_field: &'a str,
+    text_field: &'a str,
+}
+
+type FieldResult<'a> = Result<JsonFields, (&'a str, String)>;
+
+impl<'de, 'a> serde::de::DeserializeSeed<'de> for ObjectSeed<'a> {
+    type Value = FieldResult<'a>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, 'a> serde::de::Visitor<'de> for ObjectSeed<'a> {
+    type Value = FieldResult<'a>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = JsonFields {
+            id: None,
+            text: None,
+        };
+        let mut problem: Option<(&'a str, String)> = None;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let key = key.0;
+            let (name, slot, id) = if key == self.text_field {
+                (self.text_field, &mut fields.text, false)
+            } else if key == self.id_field {
+                (self.id_field, &mut fields.id, true)
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            };
+            let value = map.next_value::<Scalar>()?;
+            if problem.is_some() {
+                continue; // keep parsing, so a syntax error later in the line still wins
+            }
+            if slot.is_some() {
+                problem = Some((name, "appears twice in the object".into()));
+                continue;
+            }
+            match value {
+                Scalar::Str(s) => *slot = Some(s),
+                Scalar::Num(n) if id => *slot = Some(n),
+                Scalar::Num(_) | Scalar::Other(_) if !id => {
+                    problem = Some((name, format!("expected a string, found {}", value.kind())));
+                }
+                _ => {
+                    problem = Some((
+                        name,
+                        format!("expected a string or a number, found {}", value.kind()),
+                    ));
+                }
+            }
+        }
+        Ok(match problem {
+            Some(p) => Err(p),
+            None => Ok(fields),
+        })
+    }
+}
+
+/// An object key, borrowed from the line unless it contains escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The value of the id or text field: a string (copied once), a number (as its decimal text), or the kind
+/// of anything else.
+enum Scalar {
+    Str(String),
+    Num(String),
+    Other(&'static str),
+}
+
+impl Scalar {
+    fn kind(&self) -> &'static str {
+        match self {
+            Scalar::Str(_) => "a string",
+            Scalar::Num(_) => "a number",
+            Scalar::Other(k) => k,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess};
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Str(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Scalar, E> {
+                Ok(Scalar::Str(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::Num(v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Num(v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Num(v.to_string()))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Other("a boolean"))
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Other("null"))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other("an array"))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other("an object"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// CSV / TSV
+
+/// Rows of a delimited file, parsed by `csv_core` (RFC 4180 quoting: quoted fields may hold delimiters,
+/// doubled quotes and newlines). We drive the parser ourselves rather than through `csv::Reader` so that we
+/// can count lines exactly: an error must name the line a record *starts* on, and `csv::Reader`'s positions
+/// are off after blank lines and for CRLF files.
+struct RowReader {
+    src: Source,
+    core: csv_core::Reader,
+    /// The current row's field bytes, concatenated, and the end offset of each field.
+    fields: Vec<u8>,
+    ends: Vec<usize>,
+    len: usize,
+    /// Newlines consumed so far, so the next unread byte sits on line `newlines + 1`.
+    newlines: u64,
+}
+
+impl RowReader {
+    fn new(src: Source, delimiter: u8) -> RowReader {
+        RowReader {
+            src,
+            core: csv_core::ReaderBuilder::new().delimiter(delimiter).build(),
+            fields: vec![0; 1 << 12],
+            ends: vec![0; 64],
+            len: 0,
+            newlines: 0,
+        }
+    }
+
+    /// Reads the next row, returning the 1-based line it starts on, or `None` at the end of the input.
+    /// Blank lines between rows are skipped, as `csv_core` would skip them too.
+    fn next_row(&mut self) -> std::io::Result<Option<u64>> {
+        loop {
+            let input = self.src.fill_buf()?;
+            if input.is_empty() {
+                break;
+            }
+            let skip = input
+                .iter()
+                .position(|&b| b != b'\n' && b != b'\r')
+                .unwrap_or(input.len());
+            self.newlines += memchr::memchr_iter(b'\n', &input[..skip]).count() as u64;
+            let all = skip == input.len();
+            self.src.consume(skip);
+            if !all {
+                break;
+            }
+        }
+        let start = self.newlines + 1;
+        let (mut nout, mut nend) = (0, 0);
+        loop {
+            let input = self.src.fill_buf()?;
+            let (res, nin, out, end) =
+                self.core
+                    .read_record(input, &mut self.fields[nout..], &mut self.ends[nend..]);
+            self.newlines += memchr::memchr_iter(b'\n', &input[..nin]).count() as u64;
+            self.src.consume(nin);
+            nout += out;
+            nend += end;
+            match res {
+                csv_core::ReadRecordResult::InputEmpty => {}
+                csv_core::ReadRecordResult::OutputFull => {
+                    let n = self.fields.len();
+                    self.fields.resize(n * 2, 0);
+                }
+                csv_core::ReadRecordResult::OutputEndsFull => {
+                    let n = self.ends.len();
+                    self.ends.resize(n * 2, 0);
+                }
+                csv_core::ReadRecordResult::Record => {
+                    self.len = nend;
+                    return Ok(Some(start));
+                }
+                csv_core::ReadRecordResult::End => return Ok(None),
+            }
+        }
+    }
+
+    /// The number of fields in the current row.
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn field(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.fields[start..self.ends[i]]
+    }
+}
+
+fn open_delimited(
+    path: &Path,
+    src: Source,
+    delimiter: u8,
+    options: &ReaderOptions,
+) -> Result<Inner, ReadError> {
+    let mut rows = RowReader::new(src, delimiter);
+    let header_line = rows
+        .next_row()
+        .map_err(|source| ReadError::Io {
+            file: path.to_path_buf(),
+            source,
+        })?
+        .ok_or_else(|| ReadError::Malformed {
+            file: path.to_path_buf(),
+            line: 1,
+            field: String::new(),
+            reason: "empty file: expected a header row".into(),
+        })?;
+    // `csv_core` strips a leading UTF-8 byte-order mark, which spreadsheet exports often write.
+    let header: Vec<String> = (0..rows.len())
+        .map(|i| String::from_utf8_lossy(rows.field(i)).into_owned())
+        .collect();
+    let find = |name: &str| -> Result<(usize, String), ReadError> {
+        header
+            .iter()
+            .position(|h| h == name)
+            .map(|i| (i, name.to_string()))
+            .ok_or_else(|| ReadError::Malformed {
+                file: path.to_path_buf(),
+                line: header_line,
+                field: name.to_string(),
+                reason: format!("no such column; the header has: {}", header.join(", ")),
+            })
+    };
+    let text_col = find(options.text_column.as_deref().unwrap_or("text"))?;
+    let id_col = options.id_column.as_deref().map(find).transpose()?;
+    Ok(Inner::Delimited {
+        width: header.len(),
+        rows: Box::new(rows),
+        text_col,
+        id_col,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Directories
+
+/// Collects the regular files under `root/rel` (recursively). Symbolic links to files are followed; links to
+/// directories are not, so a link cycle cannot make the walk endless.
+fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
+    let dir = root.join(rel);
+    let io_err = |source| ReadError::Io {
+        file: dir.clone(),
+        source,
+    };
+    for entry in std::fs::read_dir(&dir).map_err(io_err)? {
+        let entry = entry.map_err(io_err)?;
+        let kind = entry.file_type().map_err(io_err)?;
+        let child = rel.join(entry.file_name());
+        if kind.is_dir() {
+            walk(root, &child, out)?;
+        } else if kind.is_file() || (kind.is_symlink() && entry.path().is_file()) {
+            out.push(child);
+        }
+    }
+    Ok(())
 }

@@ -5,6 +5,7 @@
 //!
 //! OWNER: kernels helper (scalar.rs, simd.rs, oph.rs and the bodies here).
 
+pub mod family;
 pub mod oph;
 pub mod scalar;
 pub mod simd;
@@ -138,10 +139,10 @@ pub fn build(name: &str, params: &KernelParams) -> anyhow::Result<Box<dyn Kernel
     if params.num_perm == 0 {
         anyhow::bail!("num_perm must be at least 1");
     }
-    if let Some(isa) = params.isa {
-        if !isa.supported() {
-            anyhow::bail!("instruction set {isa} is not supported by this CPU");
-        }
+    if let Some(isa) = params.isa
+        && !isa.supported()
+    {
+        anyhow::bail!("instruction set {isa} is not supported by this CPU");
     }
     let spec = KERNELS.iter().find(|s| s.name == name).ok_or_else(|| {
         let names: Vec<_> = KERNELS.iter().map(|s| s.name).collect();
@@ -153,4 +154,49 @@ pub fn build(name: &str, params: &KernelParams) -> anyhow::Result<Box<dyn Kernel
 /// The names of every registered kernel.
 pub fn names() -> Vec<&'static str> {
     KERNELS.iter().map(|s| s.name).collect()
+}
+
+/// The kernel flags shared by `lshbench sketch` and friends.
+#[derive(clap::Args, Clone, Debug)]
+pub struct KernelArgs {
+    /// Signature kernel: scalar, simd, oph-opt or oph-rot (`lshbench info` lists them).
+    #[arg(long, default_value = "simd")]
+    pub kernel: String,
+    /// k, the number of 32-bit slots per signature.
+    #[arg(long, default_value_t = 128)]
+    pub num_perm: usize,
+    /// Seed of the kernel's hash functions and of the shingle hash.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Instruction set: auto picks the widest this CPU supports (capped by the LSHBENCH_ISA variable).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "scalar", "portable", "avx2", "avx512"])]
+    pub isa: String,
+}
+
+impl KernelArgs {
+    /// `None` for `auto`.
+    pub fn isa(&self) -> Option<Isa> {
+        Isa::parse(&self.isa)
+    }
+
+    pub fn params(&self) -> KernelParams {
+        KernelParams {
+            num_perm: self.num_perm,
+            seed: self.seed,
+            isa: self.isa(),
+        }
+    }
+
+    /// Builds the chosen kernel; fails on an unknown name, k = 0 or an unsupported instruction set.
+    pub fn build(&self) -> anyhow::Result<Box<dyn Kernel>> {
+        build(&self.kernel, &self.params())
+    }
+}
+
+/// Whether code compiled for AVX-512 (F/DQ/BW/VL) may run: the CPU has it and `LSHBENCH_ISA` does not cap it
+/// lower. Decided once. Used by the shingler and `oph` for loops whose arithmetic is exact, so the choice
+/// never changes an output.
+pub fn wide_vectors() -> bool {
+    static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WIDE.get_or_init(|| Isa::detect() == Isa::Avx512)
 }

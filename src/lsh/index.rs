@@ -1,1 +1,530 @@
-//! OWNER: LSH helper. To be written.
+//! The banding index: a band's key is a seeded xxh3 of its r slots, with the band number mixed into the seed so
+//! equal slot values in different bands never collide. Two ways to use it:
+//! - [`LshIndex`]: insert, query, and streaming query-then-insert (online dedup; each pair reported once);
+//! - [`batch_candidates`]: band a whole corpus, walk every band's buckets in parallel, and return each candidate
+//!   pair once, sorted, whatever the thread count.
+//!
+//! Huge buckets must not make a run quadratic. Documents whose banded slots are all equal (exact duplicates,
+//! boilerplate) are first collapsed into one class, so the class's pairs are made once instead of once per band.
+//! A class or bucket with more than `bucket_cap` documents is enumerated as a star (its first document paired with
+//! every other) and the pairs left out are counted in [`CandidateStats`]; nothing is skipped silently.
+
+use super::scurve::Banding;
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+/// Hashes each band of a signature to a 64-bit key.
+#[derive(Clone, Debug)]
+pub struct BandHasher {
+    pub banding: Banding,
+    pub seed: u64,
+    band_seeds: Vec<u64>,
+}
+
+impl BandHasher {
+    pub fn new(banding: Banding, seed: u64) -> BandHasher {
+        // Band i hashes with its own seed, so the same slots in two bands give unrelated keys.
+        let band_seeds = (0..banding.bands as u64)
+            .map(|i| xxhash_rust::xxh3::xxh3_64_with_seed(&i.to_le_bytes(), seed))
+            .collect();
+        BandHasher {
+            banding,
+            seed,
+            band_seeds,
+        }
+    }
+
+    /// The key of band `band` of `signature` (which must hold at least b*r slots).
+    #[inline]
+    pub fn key(&self, band: usize, signature: &[u32]) -> u64 {
+        let r = self.banding.rows;
+        let slots = &signature[band * r..(band + 1) * r];
+        hash_slots(slots, self.band_seeds[band])
+    }
+
+    /// All b keys of `signature`, into `out`.
+    pub fn keys(&self, signature: &[u32], out: &mut Vec<u64>) {
+        out.clear();
+        out.extend((0..self.banding.bands).map(|i| self.key(i, signature)));
+    }
+}
+
+/// xxh3 of the slots' little-endian bytes, the same on every platform.
+#[inline]
+fn hash_slots(slots: &[u32], seed: u64) -> u64 {
+    #[cfg(target_endian = "little")]
+    {
+        // SAFETY: u32 has no padding and any byte pattern is a valid u8; the byte slice covers exactly the
+        // memory of `slots` (len * 4 bytes, alignment 1 <= 4) and lives no longer than it. On a little-endian
+        // target these are the slots' little-endian bytes.
+        let bytes =
+            unsafe { std::slice::from_raw_parts(slots.as_ptr().cast::<u8>(), slots.len() * 4) };
+        xxhash_rust::xxh3::xxh3_64_with_seed(bytes, seed)
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        let bytes: Vec<u8> = slots.iter().flat_map(|s| s.to_le_bytes()).collect();
+        xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, seed)
+    }
+}
+
+/// Default cap on documents per bucket (and per exact-duplicate class) before its pairs are enumerated as a star.
+/// 5,000 documents would be 12.5 million pairs.
+pub const DEFAULT_BUCKET_CAP: usize = 5000;
+
+/// A streaming index: b hash tables from band key to the documents in that bucket. Memory is O(b) keys and ids
+/// per document.
+#[derive(Clone, Debug)]
+pub struct LshIndex {
+    hasher: BandHasher,
+    tables: Vec<FxHashMap<u64, Vec<u32>>>,
+    len: usize,
+    bucket_cap: usize,
+    /// Bucket members not returned by queries because their bucket was over the cap (see [`LshIndex::query`]).
+    pub skipped: u64,
+    keys: Vec<u64>,
+}
+
+impl LshIndex {
+    pub fn new(banding: Banding, seed: u64) -> LshIndex {
+        LshIndex {
+            hasher: BandHasher::new(banding, seed),
+            tables: vec![FxHashMap::default(); banding.bands],
+            len: 0,
+            bucket_cap: usize::MAX,
+            skipped: 0,
+            keys: Vec::new(),
+        }
+    }
+
+    /// Queries return only the first document of a bucket holding more than `cap` (it stands for the bucket;
+    /// the others are counted in `skipped`).
+    pub fn with_bucket_cap(mut self, cap: usize) -> LshIndex {
+        self.bucket_cap = cap.max(1);
+        self
+    }
+
+    pub fn banding(&self) -> Banding {
+        self.hasher.banding
+    }
+
+    /// Documents inserted.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Adds document `doc`. Callers keep empty documents out (they must never become candidates).
+    pub fn insert(&mut self, doc: u32, signature: &[u32]) {
+        let mut keys = std::mem::take(&mut self.keys);
+        self.hasher.keys(signature, &mut keys);
+        for (table, &key) in self.tables.iter_mut().zip(&keys) {
+            table.entry(key).or_default().push(doc);
+        }
+        self.keys = keys;
+        self.len += 1;
+    }
+
+    /// The documents sharing at least one band with `signature`, sorted, each once.
+    pub fn query(&mut self, signature: &[u32]) -> Vec<u32> {
+        let mut keys = std::mem::take(&mut self.keys);
+        self.hasher.keys(signature, &mut keys);
+        let mut out = Vec::new();
+        for (table, key) in self.tables.iter().zip(&keys) {
+            if let Some(bucket) = table.get(key) {
+                if bucket.len() > self.bucket_cap {
+                    out.push(bucket[0]);
+                    self.skipped += bucket.len() as u64 - 1;
+                } else {
+                    out.extend_from_slice(bucket);
+                }
+            }
+        }
+        self.keys = keys;
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Streaming dedup: the documents already inserted that share a band with `signature`, then inserts `doc`.
+    /// Over a stream each candidate pair is reported exactly once, by its later document.
+    pub fn query_then_insert(&mut self, doc: u32, signature: &[u32]) -> Vec<u32> {
+        let found = self.query(signature);
+        self.insert(doc, signature);
+        found
+    }
+}
+
+/// What candidate generation did, including everything it did not enumerate.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CandidateStats {
+    /// Documents banded (empty ones excluded).
+    pub documents: u64,
+    /// Classes of two or more documents with identical banded slots, and the documents in them.
+    pub duplicate_classes: u64,
+    pub documents_in_duplicate_classes: u64,
+    /// Largest class of identical banded slots.
+    pub largest_duplicate_class: u64,
+    /// Buckets (over all bands) holding two or more classes, and the largest, in documents.
+    pub shared_buckets: u64,
+    pub largest_bucket: u64,
+    /// Classes or buckets over the cap, enumerated as a star.
+    pub capped_groups: u64,
+    /// Pairs that share a band but were not enumerated because of the cap. Their documents are still connected
+    /// through the star's centre, so grouping sees them; the pairs list does not.
+    pub pairs_not_enumerated: u64,
+    /// Candidate pairs returned (distinct).
+    pub candidates: u64,
+}
+
+/// Candidate pairs `(a, b)` with `a < b` (document positions), sorted and distinct.
+#[derive(Clone, Debug, Default)]
+pub struct Candidates {
+    pub pairs: Vec<(u32, u32)>,
+    pub stats: CandidateStats,
+}
+
+/// Bands every non-empty document of `signatures` (row-major, `num_perm` slots each) and returns each pair that
+/// shares at least one band once, sorted. `empty[i]` marks documents to leave out. The result is the same for
+/// any thread count.
+pub fn batch_candidates(
+    signatures: &[u32],
+    num_perm: usize,
+    empty: &[bool],
+    hasher: &BandHasher,
+    bucket_cap: usize,
+) -> Candidates {
+    let n = signatures.len() / num_perm;
+    assert_eq!(
+        signatures.len(),
+        n * num_perm,
+        "signatures are not n x num_perm"
+    );
+    assert_eq!(empty.len(), n, "one empty flag per document");
+    assert!(
+        hasher.banding.hashes() <= num_perm,
+        "banding uses more slots than the signature has"
+    );
+    assert!(n <= u32::MAX as usize, "document positions are u32");
+    let cap = bucket_cap.max(2);
+    let used = hasher.banding.hashes();
+    let sig = |i: usize| &signatures[i * num_perm..i * num_perm + used];
+    let mut stats = CandidateStats::default();
+
+    // 1. Collapse documents with identical banded slots: sort by a hash of all b*r slots, then confirm equality.
+    let mut by_full: Vec<(u64, u32)> = (0..n)
+        .into_par_iter()
+        .filter(|&i| !empty[i])
+        .map(|i| {
+            (
+                hash_slots(sig(i), hasher.seed ^ 0x9e37_79b9_7f4a_7c15),
+                i as u32,
+            )
+        })
+        .collect();
+    by_full.par_sort_unstable();
+    stats.documents = by_full.len() as u64;
+    // class_of[rep] lists members (rep first); reps are the smallest member.
+    let mut reps: Vec<u32> = Vec::new();
+    let mut members: Vec<Vec<u32>> = Vec::new();
+    let mut i = 0;
+    while i < by_full.len() {
+        let mut j = i + 1;
+        while j < by_full.len() && by_full[j].0 == by_full[i].0 {
+            j += 1;
+        }
+        // Within a hash run, split by actual slot equality (a 64-bit collision must not merge classes).
+        let mut run: Vec<u32> = by_full[i..j].iter().map(|p| p.1).collect();
+        while !run.is_empty() {
+            let head = run[0];
+            let (same, rest): (Vec<u32>, Vec<u32>) = run
+                .iter()
+                .partition(|&&d| sig(d as usize) == sig(head as usize));
+            reps.push(same[0]);
+            members.push(same);
+            run = rest;
+        }
+        i = j;
+    }
+    let mut pairs: Vec<u64> = Vec::new();
+    for m in &members {
+        if m.len() > 1 {
+            stats.duplicate_classes += 1;
+            stats.documents_in_duplicate_classes += m.len() as u64;
+            stats.largest_duplicate_class = stats.largest_duplicate_class.max(m.len() as u64);
+            stats.pairs_not_enumerated += emit_group(&[m.as_slice()], cap, &mut pairs);
+            if m.len() > cap {
+                stats.capped_groups += 1;
+            }
+        }
+    }
+
+    // 2. Band the class representatives, each band in parallel, and walk the buckets.
+    let per_band: Vec<(Vec<u64>, u64, u64, u64, u64)> = (0..hasher.banding.bands)
+        .into_par_iter()
+        .map(|band| {
+            let mut keyed: Vec<(u64, u32)> = reps
+                .iter()
+                .enumerate()
+                .map(|(c, &rep)| (hasher.key(band, sig(rep as usize)), c as u32))
+                .collect();
+            keyed.sort_unstable();
+            let mut out = Vec::new();
+            let (mut shared, mut largest, mut capped, mut skipped) = (0u64, 0u64, 0u64, 0u64);
+            let mut i = 0;
+            while i < keyed.len() {
+                let mut j = i + 1;
+                while j < keyed.len() && keyed[j].0 == keyed[i].0 {
+                    j += 1;
+                }
+                if j - i > 1 {
+                    let classes: Vec<&[u32]> = keyed[i..j]
+                        .iter()
+                        .map(|&(_, c)| members[c as usize].as_slice())
+                        .collect();
+                    let size: usize = classes.iter().map(|c| c.len()).sum();
+                    shared += 1;
+                    largest = largest.max(size as u64);
+                    if size > cap {
+                        capped += 1;
+                    }
+                    skipped += emit_group(&classes, cap, &mut out);
+                }
+                i = j;
+            }
+            (out, shared, largest, capped, skipped)
+        })
+        .collect();
+    for (band_pairs, shared, largest, capped, skipped) in per_band {
+        pairs.extend(band_pairs);
+        stats.shared_buckets += shared;
+        stats.largest_bucket = stats.largest_bucket.max(largest);
+        stats.capped_groups += capped;
+        stats.pairs_not_enumerated += skipped;
+    }
+    pairs.par_sort_unstable();
+    pairs.dedup();
+    stats.candidates = pairs.len() as u64;
+    Candidates {
+        pairs: pairs
+            .into_iter()
+            .map(|p| ((p >> 32) as u32, p as u32))
+            .collect(),
+        stats,
+    }
+}
+
+/// Emits the pairs across `classes` (and within a single class when only one is given) as `a << 32 | b`,
+/// a < b. Over the cap, emits a star from the first document instead and returns how many pairs it left out.
+fn emit_group(classes: &[&[u32]], cap: usize, out: &mut Vec<u64>) -> u64 {
+    let pack = |a: u32, b: u32| {
+        let (a, b) = if a < b { (a, b) } else { (b, a) };
+        (a as u64) << 32 | b as u64
+    };
+    let size: usize = classes.iter().map(|c| c.len()).sum();
+    let all_pairs = if classes.len() == 1 {
+        (size as u64) * (size as u64 - 1) / 2
+    } else {
+        let mut cross = 0u64;
+        let mut before = 0u64;
+        for c in classes {
+            cross += before * c.len() as u64;
+            before += c.len() as u64;
+        }
+        cross
+    };
+    if size <= cap {
+        if classes.len() == 1 {
+            let m = classes[0];
+            for (x, &a) in m.iter().enumerate() {
+                for &b in &m[x + 1..] {
+                    out.push(pack(a, b));
+                }
+            }
+        } else {
+            for (x, ca) in classes.iter().enumerate() {
+                for cb in &classes[x + 1..] {
+                    for &a in *ca {
+                        for &b in *cb {
+                            out.push(pack(a, b));
+                        }
+                    }
+                }
+            }
+        }
+        0
+    } else {
+        // Star: the first class's first document (its representative) with every other representative;
+        // members reach their representative through their class's own pairs.
+        let centre = classes[0][0];
+        let mut emitted = 0u64;
+        if classes.len() == 1 {
+            for &b in &classes[0][1..] {
+                out.push(pack(centre, b));
+                emitted += 1;
+            }
+        } else {
+            for c in &classes[1..] {
+                out.push(pack(centre, c[0]));
+                emitted += 1;
+            }
+        }
+        all_pairs - emitted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+    use rand_xoshiro::rand_core::{Rng, SeedableRng};
+
+    /// Random signatures over a tiny alphabet so that bands collide often; some exact duplicates.
+    fn signatures(n: usize, k: usize, alphabet: u64, seed: u64) -> Vec<u32> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut sigs = Vec::with_capacity(n * k);
+        for i in 0..n {
+            if i > 0 && rng.next_u64() % 7 == 0 {
+                let src = (rng.next_u64() % i as u64) as usize;
+                let row: Vec<u32> = sigs[src * k..(src + 1) * k].to_vec();
+                sigs.extend(row);
+            } else {
+                sigs.extend((0..k).map(|_| (rng.next_u64() % alphabet) as u32));
+            }
+        }
+        sigs
+    }
+
+    fn brute_force(sigs: &[u32], k: usize, empty: &[bool], banding: Banding) -> Vec<(u32, u32)> {
+        let n = sigs.len() / k;
+        let r = banding.rows;
+        let mut out = Vec::new();
+        for a in 0..n {
+            for b in a + 1..n {
+                if empty[a] || empty[b] {
+                    continue;
+                }
+                let share = (0..banding.bands).any(|band| {
+                    sigs[a * k + band * r..a * k + (band + 1) * r]
+                        == sigs[b * k + band * r..b * k + (band + 1) * r]
+                });
+                if share {
+                    out.push((a as u32, b as u32));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn batch_and_streaming_return_exactly_the_pairs_sharing_a_band() {
+        let k = 16;
+        for (seed, bands, rows, alphabet) in
+            [(1, 8, 2, 4), (2, 5, 3, 3), (3, 16, 1, 20), (4, 3, 5, 2)]
+        {
+            let banding = Banding::new(bands, rows, k).unwrap();
+            let n = 300;
+            let sigs = signatures(n, k, alphabet, seed);
+            let empty: Vec<bool> = (0..n).map(|i| i % 31 == 5).collect();
+            let expected = brute_force(&sigs, k, &empty, banding);
+            assert!(!expected.is_empty());
+            let hasher = BandHasher::new(banding, 99);
+            let got = batch_candidates(&sigs, k, &empty, &hasher, usize::MAX);
+            assert_eq!(got.pairs, expected, "seed {seed} {banding}");
+            assert_eq!(got.stats.pairs_not_enumerated, 0);
+            // Streaming: each pair once, by its later document.
+            let mut index = LshIndex::new(banding, 99);
+            let mut streamed = Vec::new();
+            for i in 0..n {
+                if empty[i] {
+                    continue;
+                }
+                for j in index.query_then_insert(i as u32, &sigs[i * k..(i + 1) * k]) {
+                    streamed.push((j, i as u32));
+                }
+            }
+            streamed.sort_unstable();
+            assert_eq!(streamed, expected, "streaming seed {seed} {banding}");
+        }
+    }
+
+    #[test]
+    fn batch_output_is_the_same_for_any_thread_count() {
+        let k = 12;
+        let banding = Banding::new(4, 3, k).unwrap();
+        let sigs = signatures(2000, k, 3, 5);
+        let empty = vec![false; 2000];
+        let hasher = BandHasher::new(banding, 7);
+        let run = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| batch_candidates(&sigs, k, &empty, &hasher, 50))
+        };
+        let (one, two, four) = (run(1), run(2), run(4));
+        assert_eq!(one.pairs, two.pairs);
+        assert_eq!(one.pairs, four.pairs);
+        assert_eq!(one.stats, four.stats);
+    }
+
+    #[test]
+    fn capped_buckets_are_counted_and_stay_connected() {
+        // 100 identical signatures plus 50 sharing only band 0 with them: caps at 10.
+        let k = 4;
+        let banding = Banding::new(2, 2, k).unwrap();
+        let mut sigs = Vec::new();
+        for _ in 0..100 {
+            sigs.extend([1, 2, 3, 4]);
+        }
+        for i in 0..50u32 {
+            sigs.extend([1, 2, 100 + i, 7]);
+        }
+        let n = 150;
+        let empty = vec![false; n];
+        let hasher = BandHasher::new(banding, 1);
+        let full = batch_candidates(&sigs, k, &empty, &hasher, usize::MAX);
+        let expected = brute_force(&sigs, k, &empty, banding);
+        assert_eq!(full.pairs, expected);
+        assert_eq!(full.pairs.len(), 150 * 149 / 2);
+        let capped = batch_candidates(&sigs, k, &empty, &hasher, 10);
+        assert_eq!(capped.stats.duplicate_classes, 1);
+        assert_eq!(capped.stats.largest_duplicate_class, 100);
+        // Nothing lost silently: enumerated + not enumerated covers every pair sharing a band.
+        assert_eq!(
+            capped.pairs.len() as u64 + capped.stats.pairs_not_enumerated,
+            expected.len() as u64
+        );
+        assert!(capped.pairs.len() < 300);
+        // And the star keeps every document connected to document 0.
+        let mut uf = crate::lsh::cluster::UnionFind::new(n);
+        for &(a, b) in &capped.pairs {
+            uf.union(a, b);
+        }
+        assert!((0..n as u32).all(|d| uf.find(d) == uf.find(0)));
+    }
+
+    #[test]
+    fn streaming_cap_counts_what_queries_leave_out() {
+        let banding = Banding::new(1, 2, 2).unwrap();
+        let mut index = LshIndex::new(banding, 3).with_bucket_cap(3);
+        for d in 0..5 {
+            index.insert(d, &[9, 9]);
+        }
+        assert_eq!(index.query(&[9, 9]), vec![0]);
+        assert_eq!(index.skipped, 4);
+        assert_eq!(index.query(&[9, 8]), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn band_keys_differ_across_bands_and_seeds() {
+        let banding = Banding::new(2, 2, 4).unwrap();
+        let h = BandHasher::new(banding, 1);
+        let sig = [5, 6, 5, 6];
+        assert_ne!(h.key(0, &sig), h.key(1, &sig));
+        assert_ne!(h.key(0, &sig), BandHasher::new(banding, 2).key(0, &sig));
+    }
+}

@@ -1,1 +1,588 @@
-//! OWNER: LSH helper. To be written.
+//! Choosing (b, r): enumerate every banding with b*r <= k and keep those whose S-curve meets a recall target at
+//! s_hi and a false-positive target at s_lo, found through the S-curve's closed forms; when none meets both, the
+//! Pareto front and a stated compromise. Also datasketch's integral-based `_optimal_param`, reproduced so a user can
+//! compare, and the default rule `dedup` uses when given only `--threshold`. Backs `lshbench tune`.
+
+use super::scurve::{Banding, BandingError, check_threshold, format_probability};
+use std::fmt::Write;
+
+/// Targets: P(s_hi) >= 1 - max_fn and P(s_lo) <= max_fp.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Targets {
+    pub s_lo: f64,
+    pub max_fp: f64,
+    pub s_hi: f64,
+    pub max_fn: f64,
+}
+
+/// One row of the tuning table.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TuneRow {
+    pub banding: Banding,
+    pub rule_of_thumb: f64,
+    pub steepest: f64,
+    pub p_lo: f64,
+    pub p_hi: f64,
+}
+
+impl TuneRow {
+    pub fn new(banding: Banding, targets: &Targets) -> TuneRow {
+        TuneRow {
+            banding,
+            rule_of_thumb: banding.rule_of_thumb(),
+            steepest: banding.steepest_point(),
+            p_lo: banding.probability(targets.s_lo),
+            p_hi: banding.probability(targets.s_hi),
+        }
+    }
+
+    pub fn meets_recall(&self, t: &Targets) -> bool {
+        self.p_hi >= 1.0 - t.max_fn
+    }
+
+    pub fn meets_fp(&self, t: &Targets) -> bool {
+        self.p_lo <= t.max_fp
+    }
+}
+
+/// Every banding with b*r <= k, in (b, r) order.
+pub fn all_bandings(num_perm: usize) -> Vec<Banding> {
+    let mut out = Vec::new();
+    for bands in 1..=num_perm {
+        for rows in 1..=num_perm / bands {
+            out.push(Banding { bands, rows });
+        }
+    }
+    out
+}
+
+/// What tuning found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TuneOutcome {
+    /// Bandings meeting both targets, fewest false positives first (then most recall, then fewest hashes).
+    Feasible(Vec<TuneRow>),
+    /// No banding meets both. `front`: the Pareto front over (P(s_lo) low, P(s_hi) high), by P(s_lo).
+    /// `compromise`: the fewest-false-positive banding meeting the recall target (a missed pair cannot be
+    /// recovered later, while verification removes false positives at a cost), or the highest-recall banding
+    /// when none meets it.
+    Infeasible {
+        front: Vec<TuneRow>,
+        compromise: TuneRow,
+        compromise_meets_recall: bool,
+    },
+}
+
+fn by_fewest_fp(a: &TuneRow, b: &TuneRow) -> std::cmp::Ordering {
+    a.p_lo
+        .total_cmp(&b.p_lo)
+        .then(b.p_hi.total_cmp(&a.p_hi))
+        .then(a.banding.hashes().cmp(&b.banding.hashes()))
+        .then(a.banding.cmp(&b.banding))
+}
+
+pub fn tune(num_perm: usize, targets: &Targets) -> TuneOutcome {
+    let rows: Vec<TuneRow> = all_bandings(num_perm)
+        .into_iter()
+        .map(|b| TuneRow::new(b, targets))
+        .collect();
+    let mut feasible: Vec<TuneRow> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.meets_recall(targets) && r.meets_fp(targets))
+        .collect();
+    if !feasible.is_empty() {
+        feasible.sort_by(by_fewest_fp);
+        return TuneOutcome::Feasible(feasible);
+    }
+    let mut front = pareto_front(&rows);
+    front.sort_by(by_fewest_fp);
+    let meeting: Option<TuneRow> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.meets_recall(targets))
+        .min_by(by_fewest_fp);
+    let (compromise, meets) = match meeting {
+        Some(r) => (r, true),
+        None => (
+            *rows
+                .iter()
+                .max_by(|a, b| a.p_hi.total_cmp(&b.p_hi).then(by_fewest_fp(b, a)))
+                .expect("k >= 1 gives at least one banding"),
+            false,
+        ),
+    };
+    TuneOutcome::Infeasible {
+        front,
+        compromise,
+        compromise_meets_recall: meets,
+    }
+}
+
+/// Rows no other row beats on both P(s_lo) (lower) and P(s_hi) (higher); among equal pairs the fewest hashes.
+pub fn pareto_front(rows: &[TuneRow]) -> Vec<TuneRow> {
+    let mut sorted: Vec<TuneRow> = rows.to_vec();
+    // Ascending P(s_lo); for equal P(s_lo), highest P(s_hi) first.
+    sorted.sort_by(by_fewest_fp);
+    let mut front = Vec::new();
+    let mut best_hi = f64::NEG_INFINITY;
+    for r in sorted {
+        if r.p_hi > best_hi {
+            best_hi = r.p_hi;
+            front.push(r);
+        }
+    }
+    front
+}
+
+/// The recall `dedup` asks of the S-curve at its threshold when only `--threshold` is given.
+pub const DEFAULT_RECALL: f64 = 0.99;
+
+/// The default rule for `dedup --threshold t` without `--bands/--rows`: among all (b, r) with b*r <= k and
+/// P(t) >= 0.99, the one with the smallest P(t/2) (fewest candidates from pairs at half the threshold), ties to
+/// fewer hashes. If none reaches 0.99 (only possible for tiny k), the banding with the highest P(t).
+/// For k = 128 and t = 0.5 this is 35x3, the textbook's fewest-false-positive setting with P(0.5) >= 99%.
+pub fn default_banding(num_perm: usize, threshold: f64) -> Result<Banding, BandingError> {
+    check_threshold(threshold)?;
+    if num_perm == 0 {
+        return Err(BandingError::TooManyHashes {
+            bands: 1,
+            rows: 1,
+            num_perm,
+        });
+    }
+    let targets = Targets {
+        s_lo: threshold / 2.0,
+        max_fp: 1.0,
+        s_hi: threshold,
+        max_fn: 1.0 - DEFAULT_RECALL,
+    };
+    match tune(num_perm, &targets) {
+        TuneOutcome::Feasible(rows) => Ok(rows[0].banding),
+        TuneOutcome::Infeasible { compromise, .. } => Ok(compromise.banding),
+    }
+}
+
+/// datasketch's integral of P over [0, t] (its "false positive probability") and of 1 - P over [t, 1] (its
+/// "false negative probability"). datasketch uses scipy's adaptive quadrature; composite 5-point Gauss-Legendre
+/// over 200 panels is accurate to far below the differences that decide its choice.
+pub fn datasketch_areas(banding: &Banding, threshold: f64) -> (f64, f64) {
+    let fp = integrate(|s| banding.probability(s), 0.0, threshold);
+    let fn_ = integrate(|s| 1.0 - banding.probability(s), threshold, 1.0);
+    (fp, fn_)
+}
+
+fn integrate(f: impl Fn(f64) -> f64, a: f64, b: f64) -> f64 {
+    const NODES: [f64; 5] = [
+        0.0,
+        -0.538_469_310_105_683,
+        0.538_469_310_105_683,
+        -0.906_179_845_938_664,
+        0.906_179_845_938_664,
+    ];
+    const WEIGHTS: [f64; 5] = [
+        0.568_888_888_888_889,
+        0.478_628_670_499_366,
+        0.478_628_670_499_366,
+        0.236_926_885_056_189,
+        0.236_926_885_056_189,
+    ];
+    const PANELS: usize = 200;
+    let h = (b - a) / PANELS as f64;
+    let mut total = 0.0;
+    for i in 0..PANELS {
+        let mid = a + (i as f64 + 0.5) * h;
+        for (x, w) in NODES.iter().zip(WEIGHTS) {
+            total += w * f(mid + 0.5 * h * x);
+        }
+    }
+    total * 0.5 * h
+}
+
+/// datasketch's `_optimal_param(threshold, num_perm, fp_weight, fn_weight)`: for b in 1..=k and r in 1..=k/b,
+/// minimise fp_weight * area_fp + fn_weight * area_fn, keeping the first minimum (strict `<`). Its defaults are
+/// weights (0.5, 0.5).
+pub fn datasketch_optimal(num_perm: usize, threshold: f64, weights: (f64, f64)) -> Banding {
+    let mut best = (f64::INFINITY, Banding { bands: 1, rows: 1 });
+    for banding in all_bandings(num_perm) {
+        let (fp, fn_) = datasketch_areas(&banding, threshold);
+        let error = fp * weights.0 + fn_ * weights.1;
+        if error < best.0 {
+            best = (error, banding);
+        }
+    }
+    best.1
+}
+
+fn parse_target(s: &str) -> Result<(f64, f64), String> {
+    let (sim, p) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}`: expected SIMILARITY:PROBABILITY, e.g. 0.5:0.01"))?;
+    let sim: f64 = sim
+        .parse()
+        .map_err(|_| format!("`{s}`: `{sim}` is not a number"))?;
+    let p: f64 = p
+        .parse()
+        .map_err(|_| format!("`{s}`: `{p}` is not a number"))?;
+    if !(0.0..=1.0).contains(&sim) || !(0.0..=1.0).contains(&p) {
+        return Err(format!("`{s}`: both numbers must lie in [0, 1]"));
+    }
+    Ok((sim, p))
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TuneMethod {
+    /// Targets on P(s_lo) and P(s_hi), crossing points from the S-curve (this crate's method).
+    Targets,
+    /// Also datasketch's integral-based choice at --threshold, side by side.
+    Datasketch,
+}
+
+/// `lshbench tune`: which (b, r) for a signature of k slots?
+#[derive(clap::Args, Debug, Clone)]
+pub struct TuneArgs {
+    /// Signature length k; every (b, r) with b*r <= k is considered.
+    #[arg(long, default_value_t = 128)]
+    pub num_perm: usize,
+    /// Recall target SIM:FN: pairs of similarity SIM must be missed with probability at most FN.
+    #[arg(long = "fn", value_parser = parse_target, default_value = "0.5:0.01")]
+    pub fn_target: (f64, f64),
+    /// False-positive target SIM:FP: pairs of similarity SIM may become candidates with probability at most FP.
+    #[arg(long = "fp", value_parser = parse_target, default_value = "0.05:0.001")]
+    pub fp_target: (f64, f64),
+    /// `targets`, or `datasketch` to add datasketch's integral-based choice at --threshold.
+    #[arg(long, value_enum, default_value_t = TuneMethod::Targets)]
+    pub method: TuneMethod,
+    /// The threshold for --method datasketch (default: the --fn similarity).
+    #[arg(long)]
+    pub threshold: Option<f64>,
+    /// datasketch's weights FP,FN (its default 0.5,0.5).
+    #[arg(long, value_delimiter = ',', num_args = 2, default_values_t = [0.5, 0.5])]
+    pub weights: Vec<f64>,
+    /// How many rows of the table to print (feasible set or Pareto front).
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+}
+
+fn header(t: &Targets) -> String {
+    format!(
+        "{:>5} {:>5} {:>6} {:>10} {:>9} {:>11} {:>11}",
+        "b",
+        "r",
+        "hashes",
+        "threshold",
+        "steepest",
+        format!("P({})", t.s_lo),
+        format!("P({})", t.s_hi)
+    )
+}
+
+fn row_line(r: &TuneRow) -> String {
+    format!(
+        "{:>5} {:>5} {:>6} {:>10.4} {:>9.4} {:>11} {:>11}",
+        r.banding.bands,
+        r.banding.rows,
+        r.banding.hashes(),
+        r.rule_of_thumb,
+        r.steepest,
+        format_probability(r.p_lo),
+        format_probability(r.p_hi)
+    )
+}
+
+/// The text `lshbench tune` prints.
+pub fn report(
+    num_perm: usize,
+    targets: &Targets,
+    top: usize,
+    datasketch: Option<(f64, (f64, f64))>,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "k = {num_perm}: {} bandings with b*r <= k. Targets: P({}) >= {} (miss at most {}), P({}) <= {}.",
+        all_bandings(num_perm).len(),
+        targets.s_hi,
+        1.0 - targets.max_fn,
+        targets.max_fn,
+        targets.s_lo,
+        targets.max_fp
+    );
+    let _ = writeln!(
+        out,
+        "threshold = rule of thumb (1/b)^(1/r); steepest = ((r-1)/(rb-1))^(1/r).\n"
+    );
+    let chosen = match tune(num_perm, targets) {
+        TuneOutcome::Feasible(rows) => {
+            let _ = writeln!(
+                out,
+                "{} bandings meet both targets; fewest false positives first:",
+                rows.len()
+            );
+            let _ = writeln!(out, "{}", header(targets));
+            for r in rows.iter().take(top) {
+                let _ = writeln!(out, "{}", row_line(r));
+            }
+            let _ = writeln!(
+                out,
+                "\nchoice: {} bands x {} rows",
+                rows[0].banding.bands, rows[0].banding.rows
+            );
+            rows[0]
+        }
+        TuneOutcome::Infeasible {
+            front,
+            compromise,
+            compromise_meets_recall,
+        } => {
+            let _ = writeln!(
+                out,
+                "NO banding meets both targets with k = {num_perm}. The Pareto front (no other banding has both a \
+                 lower P({}) and a higher P({})), around the recall target:",
+                targets.s_lo, targets.s_hi
+            );
+            let _ = writeln!(out, "{}", header(targets));
+            // Show the part of the front near the recall target: the rows just below it and those above.
+            let first_ok = front
+                .iter()
+                .position(|r| r.meets_recall(targets))
+                .unwrap_or(front.len());
+            let start = first_ok.saturating_sub(top / 2);
+            for r in front.iter().skip(start).take(top) {
+                let mark = if r.banding == compromise.banding {
+                    "  <- compromise"
+                } else {
+                    ""
+                };
+                let _ = writeln!(out, "{}{mark}", row_line(r));
+            }
+            if compromise_meets_recall {
+                let _ = writeln!(
+                    out,
+                    "\ncompromise: {} bands x {} rows, the fewest false positives among the bandings that meet the \
+                     recall target (a missed pair is lost for good; a false positive only costs a verification). \
+                     P({}) = {} misses the false-positive target {}.",
+                    compromise.banding.bands,
+                    compromise.banding.rows,
+                    targets.s_lo,
+                    format_probability(compromise.p_lo),
+                    targets.max_fp
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "\ncompromise: {} bands x {} rows, the highest recall available; even it misses the recall \
+                     target: P({}) = {}.",
+                    compromise.banding.bands,
+                    compromise.banding.rows,
+                    targets.s_hi,
+                    format_probability(compromise.p_hi)
+                );
+            }
+            compromise
+        }
+    };
+    if let Some((t, weights)) = datasketch {
+        let ds = datasketch_optimal(num_perm, t, weights);
+        let (fp_area, fn_area) = datasketch_areas(&ds, t);
+        let _ = writeln!(
+            out,
+            "\ndatasketch _optimal_param(threshold={t}, num_perm={num_perm}, weights={weights:?}) minimises \
+             {}*integral_0^t P + {}*integral_t^1 (1-P):",
+            weights.0, weights.1
+        );
+        let _ = writeln!(
+            out,
+            "{:>12} {:>5} {:>5} {:>6} {:>10} {:>9} {:>11} {:>11} {:>11}",
+            "method",
+            "b",
+            "r",
+            "hashes",
+            "threshold",
+            "steepest",
+            format!("P({})", targets.s_lo),
+            format!("P({t})"),
+            format!("P({})", targets.s_hi)
+        );
+        let default = default_banding(num_perm, t).expect("t was checked");
+        for (name, b) in [
+            ("datasketch", ds),
+            ("dedup-rule", default),
+            ("targets", chosen.banding),
+        ] {
+            let _ = writeln!(
+                out,
+                "{:>12} {:>5} {:>5} {:>6} {:>10.4} {:>9.4} {:>11} {:>11} {:>11}",
+                name,
+                b.bands,
+                b.rows,
+                b.hashes(),
+                b.rule_of_thumb(),
+                b.steepest_point(),
+                format_probability(b.probability(targets.s_lo)),
+                format_probability(b.probability(t)),
+                format_probability(b.probability(targets.s_hi))
+            );
+        }
+        let _ = writeln!(
+            out,
+            "datasketch's areas for its choice: fp {fp_area:.5}, fn {fn_area:.5}. It finds pairs of similarity \
+             exactly {t} with probability {:.2}; its areas weigh every similarity alike (a uniform prior), not the \
+             corpus's pair distribution.",
+            ds.probability(t)
+        );
+        let _ = writeln!(
+            out,
+            "dedup-rule: what `dedup --threshold {t}` picks (P({t}) >= {DEFAULT_RECALL}, then the smallest P({})). \
+             targets: the choice for the --fn/--fp targets above.",
+            t / 2.0
+        );
+    }
+    out
+}
+
+pub fn run(args: &TuneArgs) -> anyhow::Result<()> {
+    if args.num_perm == 0 {
+        anyhow::bail!("--num-perm must be at least 1");
+    }
+    let targets = Targets {
+        s_hi: args.fn_target.0,
+        max_fn: args.fn_target.1,
+        s_lo: args.fp_target.0,
+        max_fp: args.fp_target.1,
+    };
+    if targets.s_lo >= targets.s_hi {
+        anyhow::bail!(
+            "--fp similarity {} must be below the --fn similarity {}",
+            targets.s_lo,
+            targets.s_hi
+        );
+    }
+    let datasketch = match args.method {
+        TuneMethod::Targets => {
+            if args.threshold.is_some() {
+                anyhow::bail!("--threshold is used only with --method datasketch");
+            }
+            None
+        }
+        TuneMethod::Datasketch => {
+            let t = check_threshold(args.threshold.unwrap_or(targets.s_hi))?;
+            if args.weights.iter().any(|w| w.is_nan() || *w < 0.0) {
+                anyhow::bail!("--weights must be two non-negative numbers");
+            }
+            Some((t, (args.weights[0], args.weights[1])))
+        }
+    };
+    print!("{}", report(args.num_perm, &targets, args.top, datasketch));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn textbook() -> Targets {
+        Targets {
+            s_lo: 0.05,
+            max_fp: 0.001,
+            s_hi: 0.5,
+            max_fn: 0.01,
+        }
+    }
+
+    #[test]
+    fn textbook_targets_are_infeasible_at_128_and_the_compromise_is_35x3() {
+        match tune(128, &textbook()) {
+            TuneOutcome::Infeasible {
+                front,
+                compromise,
+                compromise_meets_recall,
+            } => {
+                assert!(compromise_meets_recall);
+                assert_eq!(compromise.banding, Banding { bands: 35, rows: 3 });
+                // 42x3, the seed's pick, is on the front too.
+                assert!(
+                    front
+                        .iter()
+                        .any(|r| r.banding == Banding { bands: 42, rows: 3 })
+                );
+                // Brute-force check of the front: no banding dominates a front row.
+                let all: Vec<TuneRow> = all_bandings(128)
+                    .into_iter()
+                    .map(|b| TuneRow::new(b, &textbook()))
+                    .collect();
+                for f in &front {
+                    assert!(!all.iter().any(|o| (o.p_lo < f.p_lo && o.p_hi >= f.p_hi)
+                        || (o.p_lo <= f.p_lo && o.p_hi > f.p_hi)));
+                }
+            }
+            other => panic!("expected infeasible, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn feasible_targets_list_only_rows_meeting_both() {
+        let t = Targets {
+            s_lo: 0.2,
+            max_fp: 0.01,
+            s_hi: 0.8,
+            max_fn: 0.01,
+        };
+        let TuneOutcome::Feasible(rows) = tune(128, &t) else {
+            panic!("expected feasible")
+        };
+        let brute = all_bandings(128)
+            .into_iter()
+            .filter(|b| b.probability(0.8) >= 0.99 && b.probability(0.2) <= 0.01)
+            .count();
+        assert_eq!(rows.len(), brute);
+        assert!(rows.windows(2).all(|w| w[0].p_lo <= w[1].p_lo));
+    }
+
+    #[test]
+    fn datasketch_choices_for_128() {
+        assert_eq!(
+            datasketch_optimal(128, 0.5, (0.5, 0.5)),
+            Banding { bands: 25, rows: 5 }
+        );
+        assert_eq!(
+            datasketch_optimal(128, 0.8, (0.5, 0.5)),
+            Banding { bands: 9, rows: 13 }
+        );
+        let b = datasketch_optimal(128, 0.9, (0.5, 0.5));
+        assert_eq!(b, Banding { bands: 5, rows: 25 });
+        assert_eq!(format!("{:.2}", b.probability(0.9)), "0.31");
+        let text = report(128, &textbook(), 5, Some((0.9, (0.5, 0.5))));
+        assert!(text.contains("probability 0.31"), "{text}");
+    }
+
+    #[test]
+    fn integration_is_accurate() {
+        // integral_0^1 of 1 - (1 - s)^b = 1 - 1/(b+1) for r = 1.
+        let b = Banding { bands: 7, rows: 1 };
+        let (fp, fn_) = datasketch_areas(&b, 1.0);
+        assert!((fp - (1.0 - 1.0 / 8.0)).abs() < 1e-12);
+        assert!(fn_.abs() < 1e-15);
+    }
+
+    #[test]
+    fn default_rule() {
+        let b = default_banding(128, 0.5).unwrap();
+        assert_eq!(b, Banding { bands: 35, rows: 3 });
+        for t in [0.3, 0.5, 0.7, 0.8, 0.9, 1.0] {
+            let b = default_banding(128, t).unwrap();
+            assert!(b.hashes() <= 128);
+            assert!(b.probability(t) >= DEFAULT_RECALL, "t={t}: {b}");
+            // Brute force: nothing meeting the recall target has a lower P(t/2).
+            for o in all_bandings(128) {
+                if o.probability(t) >= DEFAULT_RECALL {
+                    assert!(
+                        o.probability(t / 2.0) >= b.probability(t / 2.0),
+                        "t={t}: {o} beats {b}"
+                    );
+                }
+            }
+        }
+        assert!(default_banding(128, 0.0).is_err());
+        assert!(default_banding(128, 1.01).is_err());
+    }
+}

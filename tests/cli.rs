@@ -1,0 +1,251 @@
+//! The binary as a user runs it: `sketch` output formats, identical output for any thread count and
+//! instruction set, and bad input giving a clear message and a non-zero exit (never a panic).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn lshbench(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lshbench"));
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("the lshbench binary runs")
+}
+
+fn ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "lshbench failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A small JSONL corpus: near-duplicates, an empty text, non-ASCII text, a record without an id.
+fn corpus(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("docs.jsonl");
+    let mut lines = Vec::new();
+    for i in 0..300 {
+        let text = format!(
+            "Message number {i} about the quarterly report; the figures for region {} look fine. \
+             Weiß, naïve café, 東京 {}.",
+            i % 7,
+            i % 13
+        );
+        lines.push(serde_json::json!({"id": format!("doc-{i}"), "text": text}).to_string());
+    }
+    lines.push(serde_json::json!({"id": "empty", "text": ""}).to_string());
+    lines.push(serde_json::json!({"text": "a record with no id gets its index"}).to_string());
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+fn sketch(
+    input: &Path,
+    output: &Path,
+    kernel: &str,
+    threads: &str,
+    env: &[(&str, &str)],
+) -> Vec<u8> {
+    let out = lshbench(
+        &[
+            "sketch",
+            "--input",
+            input.to_str().unwrap(),
+            "--shingle",
+            "char:5",
+            "--kernel",
+            kernel,
+            "--num-perm",
+            "100",
+            "--seed",
+            "42",
+            "--threads",
+            threads,
+            "--output",
+            output.to_str().unwrap(),
+        ],
+        env,
+    );
+    ok(&out);
+    std::fs::read(output).unwrap()
+}
+
+#[test]
+fn sketch_is_identical_for_any_thread_count_and_instruction_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = corpus(dir.path());
+    for kernel in lshbench::kernel::names() {
+        let reference = sketch(
+            &input,
+            &dir.path().join("ref.csv"),
+            kernel,
+            "1",
+            &[("LSHBENCH_ISA", "scalar")],
+        );
+        for (threads, isa) in [
+            ("2", "portable"),
+            ("2", "avx2"),
+            ("1", "avx512"),
+            ("2", "avx512"),
+        ] {
+            let out = sketch(
+                &input,
+                &dir.path().join("x.csv"),
+                kernel,
+                threads,
+                &[("LSHBENCH_ISA", isa)],
+            );
+            assert!(
+                out == reference,
+                "kernel {kernel}: output differs with {threads} threads, ISA cap {isa}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sketch_csv_and_npy_hold_the_same_signatures_in_input_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = corpus(dir.path());
+    let csv_bytes = sketch(&input, &dir.path().join("s.csv"), "simd", "2", &[]);
+    sketch(&input, &dir.path().join("s.npy"), "simd", "2", &[]);
+
+    let mut rdr = csv::Reader::from_reader(csv_bytes.as_slice());
+    let header = rdr.headers().unwrap().clone();
+    assert_eq!(header.len(), 101);
+    assert_eq!((&header[0], &header[1], &header[100]), ("id", "h0", "h99"));
+    let rows: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 302, "every document in gets a row");
+    assert_eq!(&rows[0][0], "doc-0");
+    assert_eq!(&rows[299][0], "doc-299");
+    assert_eq!(&rows[300][0], "empty");
+    assert_eq!(
+        &rows[301][0], "301",
+        "a record without an id is named by its 0-based index"
+    );
+    assert!(
+        rows[300].iter().skip(1).all(|v| v == u32::MAX.to_string()),
+        "the empty set's defined signature"
+    );
+
+    let bytes = std::fs::read(dir.path().join("s.npy")).unwrap();
+    let npy = npyz::NpyFile::new(bytes.as_slice()).unwrap();
+    assert_eq!(npy.shape(), &[302, 100]);
+    let slots: Vec<u32> = npy.into_vec().unwrap();
+    for (r, row) in rows.iter().enumerate() {
+        for c in 0..100 {
+            assert_eq!(
+                row[c + 1].parse::<u32>().unwrap(),
+                slots[r * 100 + c],
+                "row {r} slot {c}"
+            );
+        }
+    }
+    let ids = std::fs::read_to_string(dir.path().join("s.ids.csv")).unwrap();
+    let ids: Vec<&str> = ids.lines().collect();
+    assert_eq!(ids[0], "row,id,empty");
+    assert_eq!(ids[1], "0,doc-0,0");
+    assert_eq!(ids[301], "300,empty,1");
+}
+
+#[test]
+fn malformed_input_names_file_line_and_field_and_exits_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &input,
+        "{\"id\":\"a\",\"text\":\"fine\"}\n{\"id\":\"b\",\"body\":\"no text field\"}\n",
+    )
+    .unwrap();
+    let out_path = dir.path().join("o.csv");
+    let args = [
+        "sketch",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        out_path.to_str().unwrap(),
+    ];
+    let out = lshbench(&args, &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.jsonl:2"),
+        "names the file and line: {err}"
+    );
+    assert!(err.contains("text"), "names the field: {err}");
+    assert!(!err.contains("panicked"), "no panic: {err}");
+
+    // Under --on-error skip the bad record is counted and reported, and the good one is sketched.
+    let mut skip = args.to_vec();
+    skip.extend(["--on-error", "skip"]);
+    let out = lshbench(&skip, &[]);
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 rejected"),
+        "the rejection is counted: {err}"
+    );
+    let written = std::fs::read_to_string(&out_path).unwrap();
+    assert_eq!(
+        written.lines().count(),
+        2,
+        "header plus the one good document"
+    );
+}
+
+#[test]
+fn bad_parameters_are_refused_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = corpus(dir.path());
+    let input = input.to_str().unwrap();
+    for (extra, expect) in [
+        (vec!["--output", "x.txt"], ".csv or .npy"),
+        (
+            vec!["--output", "x.csv", "--kernel", "nope"],
+            "unknown kernel",
+        ),
+        (vec!["--output", "x.csv", "--num-perm", "0"], "num"),
+        (
+            vec!["--output", "x.csv", "--shingle", "char:0"],
+            "at least 1",
+        ),
+    ] {
+        let mut args = vec!["sketch", "--input", input];
+        args.extend(extra.iter().copied());
+        let out = lshbench(&args, &[]);
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(expect),
+            "{args:?}: expected `{expect}` in: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    let missing = lshbench(
+        &[
+            "sketch",
+            "--input",
+            "/nonexistent/x.jsonl",
+            "--output",
+            "x.csv",
+        ],
+        &[],
+    );
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/x.jsonl"));
+}
+
+#[test]
+fn info_lists_every_kernel_with_its_instruction_set() {
+    let out = lshbench(&["info"], &[]);
+    ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in lshbench::kernel::names() {
+        assert!(text.contains(name), "info mentions {name}: {text}");
+    }
+    let capped = lshbench(&["info"], &[("LSHBENCH_ISA", "portable")]);
+    ok(&capped);
+    assert!(!String::from_utf8_lossy(&capped.stdout).contains("runs on avx512"));
+}

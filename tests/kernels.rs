@@ -1,0 +1,486 @@
+//! Kernel tests, generic over the registry: a new kernel gets them by adding its `KERNELS` line.
+//!
+//! - edge cases against the reference (`scalar`) for kernels of its family, or against the defined behaviour;
+//! - `simd` bit for bit against `scalar` on every instruction set this CPU supports;
+//! - statistical checks of the estimate against exact Jaccard on synthetic pairs, with z-bounds from theory.
+
+use lshbench::corpus::pairs::{ElementKind, PairShape, PairSource};
+use lshbench::kernel::oph::{Densify, EMPTY, Oph};
+use lshbench::kernel::{self, Isa, KERNELS, Kernel, KernelParams};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
+
+/// z for a two-sided false-alarm rate of 1e-6 per check: Phi^-1(1 - 5e-7).
+const Z_1E6: f64 = 4.891_638_5;
+
+/// Kernels that implement the `scalar` family and must equal it bit for bit.
+const SAME_FAMILY: &[&str] = &["scalar", "simd"];
+
+fn make(name: &str, num_perm: usize, seed: u64, isa: Option<Isa>) -> Box<dyn Kernel> {
+    kernel::build(
+        name,
+        &KernelParams {
+            num_perm,
+            seed,
+            isa,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn sign(k: &dyn Kernel, ids: &[u64]) -> Vec<u32> {
+    let mut out = vec![0u32; k.num_perm()];
+    k.sign(ids, &mut out);
+    out
+}
+
+/// Every instruction set this CPU can run.
+fn supported_isas() -> Vec<Isa> {
+    [Isa::Scalar, Isa::Portable, Isa::Avx2, Isa::Avx512]
+        .into_iter()
+        .filter(|i| i.supported())
+        .collect()
+}
+
+/// Lane widths (4 and 8 u64, 4 x 4 and 8 x 4 unrolled blocks) and one either side.
+fn sizes_around_lanes() -> Vec<usize> {
+    let mut s = vec![0, 1, 2, 3];
+    for w in [4usize, 8, 16, 32, 64, 128] {
+        s.extend([w - 1, w, w + 1]);
+    }
+    s.sort_unstable();
+    s.dedup();
+    s
+}
+
+const NUM_PERMS: &[usize] = &[1, 3, 4, 7, 8, 9, 31, 32, 33, 64, 100, 127, 128, 129, 256];
+
+fn random_ids(rng: &mut Xoshiro256PlusPlus, n: usize) -> Vec<u64> {
+    (0..n).map(|_| rng.next_u64()).collect()
+}
+
+#[test]
+fn registry_builds_every_kernel_and_rejects_unknown_names() {
+    for spec in KERNELS {
+        let k = make(spec.name, 16, 1, None);
+        assert_eq!(k.name(), spec.name);
+        assert_eq!(k.num_perm(), 16);
+        assert!(!spec.about.is_empty() && spec.about != "todo");
+    }
+    let params = |num_perm| KernelParams {
+        num_perm,
+        seed: 0,
+        isa: None,
+    };
+    let err = kernel::build("nope", &params(8)).err().unwrap();
+    assert!(err.to_string().contains("scalar"), "{err}");
+    assert!(kernel::build("scalar", &params(0)).is_err());
+}
+
+#[test]
+fn every_kernel_gives_the_empty_signature_for_the_empty_set() {
+    for spec in KERNELS {
+        for &k in NUM_PERMS {
+            let kern = make(spec.name, k, 5, None);
+            assert_eq!(sign(&*kern, &[]), vec![u32::MAX; k], "{} k={k}", spec.name);
+        }
+    }
+}
+
+#[test]
+fn every_kernel_ignores_repeats_and_element_order() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+    for spec in KERNELS {
+        for &n in &sizes_around_lanes() {
+            for &k in &[7usize, 128] {
+                let kern = make(spec.name, k, 3, None);
+                let ids = random_ids(&mut rng, n);
+                let base = sign(&*kern, &ids);
+                let mut shuffled = ids.clone();
+                shuffled.reverse();
+                shuffled.rotate_left(n / 3);
+                assert_eq!(
+                    sign(&*kern, &shuffled),
+                    base,
+                    "{} order n={n} k={k}",
+                    spec.name
+                );
+                let mut repeated = ids.clone();
+                repeated.extend_from_slice(&ids);
+                repeated.extend(ids.iter().step_by(2));
+                assert_eq!(
+                    sign(&*kern, &repeated),
+                    base,
+                    "{} repeats n={n} k={k}",
+                    spec.name
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_kernel_is_deterministic_and_seed_dependent() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
+    let ids = random_ids(&mut rng, 300);
+    for spec in KERNELS {
+        let a = sign(&*make(spec.name, 64, 1, None), &ids);
+        assert_eq!(
+            a,
+            sign(&*make(spec.name, 64, 1, None), &ids),
+            "{}",
+            spec.name
+        );
+        assert_ne!(
+            a,
+            sign(&*make(spec.name, 64, 2, None), &ids),
+            "{}",
+            spec.name
+        );
+    }
+}
+
+#[test]
+fn one_shingle_gives_a_non_empty_signature_and_oph_opt_copies_its_bin() {
+    for spec in KERNELS {
+        for &k in NUM_PERMS {
+            for id in [0u64, 1, u64::MAX, u64::MAX - 1, 1 << 63] {
+                let s = sign(&*make(spec.name, k, 9, None), &[id]);
+                assert_ne!(s, vec![u32::MAX; k], "{} k={k} id={id}", spec.name);
+                if spec.name == "oph-opt" {
+                    // Optimal densification copies the single non-empty bin everywhere.
+                    assert!(s.iter().all(|&v| v == s[0]), "oph-opt k={k}");
+                }
+            }
+        }
+    }
+}
+
+/// The defining formula of the scalar family, recomputed independently in u128.
+#[test]
+fn scalar_is_the_min_of_multiply_add_shift() {
+    use lshbench::kernel::family::Family;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(13);
+    for &k in &[1usize, 9, 128] {
+        let fam = Family::new(k, 21);
+        let ids = random_ids(&mut rng, 57);
+        let got = sign(&*make("scalar", k, 21, None), &ids);
+        for (i, &slot) in got.iter().enumerate() {
+            let want = ids
+                .iter()
+                .map(|&id| {
+                    let x = fam.key(id) as u128;
+                    (((fam.a[i] as u128 * x + fam.b[i] as u128) % (1u128 << 64)) >> 32) as u32
+                })
+                .min()
+                .unwrap();
+            assert_eq!(slot, want, "k={k} slot {i}");
+        }
+    }
+}
+
+fn assert_same_as_scalar(ids: &[u64], k: usize, seed: u64, what: &str) {
+    let want = sign(&*make("scalar", k, seed, None), ids);
+    for name in SAME_FAMILY {
+        for isa in supported_isas() {
+            let got = sign(&*make(name, k, seed, Some(isa)), ids);
+            assert_eq!(got, want, "{name} on {isa}, k={k}, n={}, {what}", ids.len());
+        }
+    }
+}
+
+#[test]
+fn simd_equals_scalar_bit_for_bit_on_every_supported_isa() {
+    let isas = supported_isas();
+    eprintln!("instruction sets checked: {isas:?}");
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512dq") {
+        assert!(isas.contains(&Isa::Avx512) && isas.contains(&Isa::Avx2));
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(14);
+    for &k in NUM_PERMS {
+        for &n in &sizes_around_lanes() {
+            let ids = random_ids(&mut rng, n);
+            assert_same_as_scalar(&ids, k, rng.next_u64(), "random ids");
+        }
+    }
+    for trial in 0..200 {
+        let n = (rng.next_u64() % 3000) as usize;
+        let k = 1 + (rng.next_u64() % 300) as usize;
+        let ids = random_ids(&mut rng, n);
+        assert_same_as_scalar(&ids, k, trial, "random sizes");
+    }
+}
+
+/// Same seed, same output, whatever instruction set a kernel is forced onto.
+#[test]
+fn every_kernel_gives_the_same_output_on_every_supported_isa() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(16);
+    for spec in KERNELS {
+        for &n in &[0usize, 1, 9, 300, 1000] {
+            let ids = random_ids(&mut rng, n);
+            let want = sign(&*make(spec.name, 100, 4, None), &ids);
+            for isa in supported_isas() {
+                let got = sign(&*make(spec.name, 100, 4, Some(isa)), &ids);
+                assert_eq!(got, want, "{} on {isa}, n={n}", spec.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn simd_equals_scalar_at_the_edges_of_the_value_ranges() {
+    // Ids near 0 and u64::MAX.
+    let low: Vec<u64> = (0..40).collect();
+    let high: Vec<u64> = (0..40).map(|i| u64::MAX - i).collect();
+    for &k in NUM_PERMS {
+        assert_same_as_scalar(&low, k, 1, "ids near 0");
+        assert_same_as_scalar(&high, k, 1, "ids near u64::MAX");
+    }
+    // Ids whose hash in slot 0 lands in the top 2^-10 of the range, so that slot ends up near u32::MAX.
+    use lshbench::kernel::family::Family;
+    let k = 17;
+    let fam = Family::new(k, 77);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(15);
+    let mut near_max = Vec::new();
+    while near_max.len() < 12 {
+        let id = rng.next_u64();
+        if fam.hash(0, fam.key(id)) >= u32::MAX - (u32::MAX >> 10) {
+            near_max.push(id);
+        }
+    }
+    let s = sign(&*make("scalar", k, 77, None), &near_max);
+    assert!(s[0] >= u32::MAX - (u32::MAX >> 10));
+    assert_same_as_scalar(&near_max, k, 77, "slot 0 near u32::MAX");
+}
+
+#[test]
+fn oph_raw_sketch_marks_empty_bins_and_its_estimator_skips_them() {
+    let k = 128;
+    let oph = Oph::new(k, 3, Densify::Optimal);
+    let mut raw = vec![0u32; k];
+    oph.sign_raw(&[], &mut raw);
+    assert!(raw.iter().all(|&v| v == EMPTY));
+    let ids: Vec<u64> = (0..20).collect();
+    oph.sign_raw(&ids, &mut raw);
+    let filled = raw.iter().filter(|&&v| v != EMPTY).count();
+    assert!((1..=20).contains(&filled), "{filled}");
+    // Identical sets: every informative bin matches.
+    assert_eq!(Oph::estimate_raw(&raw, &raw), 1.0);
+    let empty = vec![EMPTY; k];
+    assert_eq!(Oph::estimate_raw(&empty, &empty), 0.0);
+    assert_eq!(Oph::estimate_raw(&raw, &empty), 0.0);
+    // The densified signature keeps every non-empty raw bin unchanged.
+    let dense = sign(&oph, &ids);
+    for (r, d) in raw.iter().zip(&dense) {
+        if *r != EMPTY {
+            assert_eq!(r, d);
+        }
+    }
+}
+
+/// The raw estimator N_match / (k - N_empty) is unbiased too; checked at f = 20 < k = 128 with the sample
+/// variance (as for the densified kernels below).
+#[test]
+fn oph_raw_estimator_is_unbiased_on_sparse_sets() {
+    let k = 128;
+    let shape = PairShape::for_jaccard(20, 0.5);
+    let j = shape.jaccard();
+    let mut src = PairSource::new(shape, ElementKind::Random, 500);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut ra, mut rb) = (vec![0u32; k], vec![0u32; k]);
+    let trials = 3000;
+    let est: Vec<f64> = (0..trials)
+        .map(|t| {
+            src.next_pair(&mut a, &mut b);
+            let oph = Oph::new(k, t, Densify::Optimal);
+            oph.sign_raw(&a, &mut ra);
+            oph.sign_raw(&b, &mut rb);
+            Oph::estimate_raw(&ra, &rb)
+        })
+        .collect();
+    let (mean, var) = mean_var(&est);
+    let bound = Z_1E6 * (var / trials as f64).sqrt();
+    assert!(
+        (mean - j).abs() <= bound,
+        "raw OPH mean {mean:.4}, J {j:.4}, bound {bound:.4}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Statistics.
+
+/// Estimates over `trials` fresh pairs of `shape`; the kernel seed changes every trial so structured inputs
+/// test the family too.
+fn estimates(
+    name: &str,
+    k: usize,
+    shape: PairShape,
+    kind: ElementKind,
+    trials: usize,
+    seed: u64,
+) -> Vec<f64> {
+    let mut src = PairSource::new(shape, kind, seed);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut sa, mut sb) = (vec![0u32; k], vec![0u32; k]);
+    (0..trials)
+        .map(|t| {
+            src.next_pair(&mut a, &mut b);
+            let kern = make(name, k, seed.wrapping_mul(1_000_003) + t as u64, None);
+            kern.sign(&a, &mut sa);
+            kern.sign(&b, &mut sb);
+            kern.estimate(&sa, &sb)
+        })
+        .collect()
+}
+
+fn mean_var(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var)
+}
+
+fn mse(xs: &[f64], j: f64) -> f64 {
+    xs.iter().map(|x| (x - j).powi(2)).sum::<f64>() / xs.len() as f64
+}
+
+/// For every kernel and sets larger than k: the mean of T estimates lies within z * sqrt(J(1-J)/(k T)) of J,
+/// Var = J(1-J)/k being classic MinHash's variance. OPH samples without replacement, so its variance at
+/// f >> k is at most that (plus a small densification term for the few empty bins at f = 3k); z is for a
+/// 1e-6 two-sided false alarm per check.
+#[test]
+fn every_kernel_estimates_jaccard_without_bias_on_large_sets() {
+    let k = 128;
+    let trials = 400;
+    let shapes = [
+        PairShape {
+            only_a: 30,
+            only_b: 10,
+            both: 160,
+        },
+        PairShape::for_jaccard(1000, 0.5),
+        PairShape::for_jaccard(600, 0.1),
+        PairShape::for_jaccard(400, 0.95),
+    ];
+    for spec in KERNELS {
+        for (s, shape) in shapes.iter().enumerate() {
+            for kind in [ElementKind::Random, ElementKind::Consecutive] {
+                let j = shape.jaccard();
+                let est = estimates(spec.name, k, *shape, kind, trials, 100 + s as u64);
+                let (mean, _) = mean_var(&est);
+                let bound = Z_1E6 * (j * (1.0 - j) / (k * trials) as f64).sqrt();
+                assert!(
+                    (mean - j).abs() <= bound,
+                    "{} {kind:?} J={j:.3}: mean {mean:.4}, bound {bound:.4}",
+                    spec.name
+                );
+            }
+        }
+    }
+}
+
+/// Sets smaller than k (OPH leaves many bins empty). The variance is no longer J(1-J)/k and depends on the
+/// densification, so the mean is tested against the sample variance: |mean - J| <= z * s / sqrt(T)
+/// (densified OPH is unbiased: Shrivastava 2017, Shrivastava and Li 2014).
+#[test]
+fn every_kernel_is_unbiased_on_sets_smaller_than_k() {
+    let cases = [
+        (128usize, PairShape::for_jaccard(20, 0.5)),
+        (
+            40,
+            PairShape {
+                only_a: 5,
+                only_b: 5,
+                both: 4,
+            },
+        ),
+    ];
+    for spec in KERNELS {
+        for (c, (k, shape)) in cases.iter().enumerate() {
+            for kind in [ElementKind::Random, ElementKind::Consecutive] {
+                let j = shape.jaccard();
+                let trials = 3000;
+                let est = estimates(spec.name, *k, *shape, kind, trials, 200 + c as u64);
+                let (mean, var) = mean_var(&est);
+                let bound = Z_1E6 * (var / trials as f64).sqrt();
+                assert!(
+                    (mean - j).abs() <= bound,
+                    "{} {kind:?} k={k} f={} J={j:.3}: mean {mean:.4}, bound {bound:.4}",
+                    spec.name,
+                    shape.union()
+                );
+            }
+        }
+    }
+}
+
+/// ALGORITHMS.md: at f = 14, k = 40, J = 0.286 the variances are MinHash 0.0051, rotation 0.0145, optimal
+/// 0.0066. We check the ordering optimal < rotation, and that each measured MSE is within a z-bound of those
+/// figures: the MSE of T trials has a relative standard error of about sqrt(2/T) for near-Gaussian estimates,
+/// plus 5% for the three-digit rounding of the published figures and the estimates' non-Gaussian tails.
+#[test]
+fn optimal_densification_beats_rotation_on_small_sets() {
+    let shape = PairShape {
+        only_a: 5,
+        only_b: 5,
+        both: 4,
+    };
+    let j = shape.jaccard();
+    let trials = 20_000;
+    let m_opt = mse(
+        &estimates("oph-opt", 40, shape, ElementKind::Random, trials, 301),
+        j,
+    );
+    let m_rot = mse(
+        &estimates("oph-rot", 40, shape, ElementKind::Random, trials, 301),
+        j,
+    );
+    let m_min = mse(
+        &estimates("simd", 40, shape, ElementKind::Random, trials, 301),
+        j,
+    );
+    eprintln!("f=14 k=40: MSE minhash {m_min:.5}, optimal {m_opt:.5}, rotation {m_rot:.5}");
+    assert!(m_opt < m_rot, "optimal {m_opt:.5} vs rotation {m_rot:.5}");
+    let rel = Z_1E6 * (2.0 / trials as f64).sqrt() + 0.05;
+    for (what, got, paper) in [
+        ("minhash", m_min, 0.0051),
+        ("optimal", m_opt, 0.0066),
+        ("rotation", m_rot, 0.0145),
+    ] {
+        assert!(
+            (got / paper - 1.0).abs() <= rel,
+            "{what}: MSE {got:.5} vs published {paper} (allowed relative {rel:.3})"
+        );
+    }
+}
+
+/// Ertl's protocol for the classic-family kernels: relative MSE = MSE / (J(1-J)/m) must lie in
+/// 1 +- z sqrt((2 + (1/(J(1-J)) - 6)/m) / c), z = sqrt(2) erfinv(0.9999) = 3.8906, c trials per cell.
+#[test]
+fn classic_kernels_pass_ertls_relative_mse_band() {
+    let m = 32;
+    let c = 10_000;
+    let z = 3.890_591_886;
+    for name in SAME_FAMILY {
+        for (u, jt) in [
+            (8usize, 0.5),
+            (32, 0.5),
+            (128, 0.5),
+            (1024, 0.5),
+            (200, 0.8),
+        ] {
+            let shape = PairShape::for_jaccard(u, jt);
+            let j = shape.jaccard();
+            for kind in [ElementKind::Random, ElementKind::Consecutive] {
+                let est = estimates(name, m, shape, kind, c, 400 + u as u64);
+                let rel = mse(&est, j) / (j * (1.0 - j) / m as f64);
+                let band = z * ((2.0 + (1.0 / (j * (1.0 - j)) - 6.0) / m as f64) / c as f64).sqrt();
+                assert!(
+                    (rel - 1.0).abs() <= band,
+                    "{name} {kind:?} u={u} J={j}: relative MSE {rel:.4} outside 1 +- {band:.4}"
+                );
+            }
+        }
+    }
+}
