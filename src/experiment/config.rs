@@ -47,9 +47,7 @@ impl DatasetSpec {
             (None, Some(g)) => Err(format!(
                 "{key}.generator: unknown generator `{g}` (available: synth)"
             )),
-            _ => Err(format!(
-                "{key}: give exactly one of `path` or `generator`"
-            )),
+            _ => Err(format!("{key}: give exactly one of `path` or `generator`")),
         }
     }
 }
@@ -349,7 +347,10 @@ fn load_into(path: &Path, quick: bool, depth: usize, out: &mut Vec<Loaded>) -> R
     let table: toml::Table =
         toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     if let Some(include) = table.get("include") {
-        if let Some(extra) = table.keys().find(|k| *k != "include" && *k != "description") {
+        if let Some(extra) = table
+            .keys()
+            .find(|k| *k != "include" && *k != "description")
+        {
             bail!(
                 "{}: key `{extra}`: a suite file holds only `include` (and `description`)",
                 path.display()
@@ -476,7 +477,9 @@ impl Validate for AccuracyConfig {
             }
             check_nonempty(&s.union, &format!("{key}.union"))?;
             if let Some(j) = s.union.iter().position(|&u| u < 2) {
-                return Err(format!("{key}.union[{j}]: a union needs at least 2 elements"));
+                return Err(format!(
+                    "{key}.union[{j}]: a union needs at least 2 elements"
+                ));
             }
             check_nonempty(&s.jaccard, &format!("{key}.jaccard"))?;
             check_unit_open(&s.jaccard, &format!("{key}.jaccard"))?;
@@ -650,7 +653,10 @@ sweep = [{ kernels = ["scalar"], num_perm = [16], union = [8], jaccard = [0.5], 
         let p = write(
             dir.path(),
             "bad.toml",
-            &GOOD.replace("kernels = [\"scalar\"]\nnum_perm", "kernals = [\"scalar\"]\nnum_perm"),
+            &GOOD.replace(
+                "kernels = [\"scalar\"]\nnum_perm",
+                "kernals = [\"scalar\"]\nnum_perm",
+            ),
         );
         let err = format!("{:#}", load(&p, false).unwrap_err());
         assert!(err.contains("kernals"), "{err}");
@@ -673,11 +679,29 @@ sweep = [{ kernels = ["scalar"], num_perm = [16], union = [8], jaccard = [0.5], 
     fn bad_values_name_the_key() {
         let dir = tempfile::tempdir().unwrap();
         let cases = [
-            (GOOD.replace("[\"scalar\"]\nnum_perm", "[\"nope\"]\nnum_perm"), "sweep[0].kernels[0]"),
-            (GOOD.replace("jaccard = [0.5]", "jaccard = [1.5]"), "sweep[0].jaccard[0]"),
-            (GOOD.replace("elements = [\"random\"]\ntrials", "elements = [\"rnd\"]\ntrials"), "sweep[0].elements[0]"),
-            (GOOD.replace("num_perm = [32, 64]", "num_perm = \"32\""), "num_perm"),
-            (GOOD.replace("kind = \"accuracy\"", "kind = \"acuracy\""), "kind"),
+            (
+                GOOD.replace("[\"scalar\"]\nnum_perm", "[\"nope\"]\nnum_perm"),
+                "sweep[0].kernels[0]",
+            ),
+            (
+                GOOD.replace("jaccard = [0.5]", "jaccard = [1.5]"),
+                "sweep[0].jaccard[0]",
+            ),
+            (
+                GOOD.replace(
+                    "elements = [\"random\"]\ntrials",
+                    "elements = [\"rnd\"]\ntrials",
+                ),
+                "sweep[0].elements[0]",
+            ),
+            (
+                GOOD.replace("num_perm = [32, 64]", "num_perm = \"32\""),
+                "num_perm",
+            ),
+            (
+                GOOD.replace("kind = \"accuracy\"", "kind = \"acuracy\""),
+                "kind",
+            ),
         ];
         for (text, key) in cases {
             let p = write(dir.path(), "v.toml", &text);
@@ -695,7 +719,10 @@ trials = 10
 "#;
         let p = write(dir.path(), "s.toml", scurve);
         let err = format!("{:#}", load(&p, false).unwrap_err());
-        assert!(err.contains("sweep[0].bands_rows[1]") && err.contains("7y2"), "{err}");
+        assert!(
+            err.contains("sweep[0].bands_rows[1]") && err.contains("7y2"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -703,13 +730,25 @@ trials = 10
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "a.toml", GOOD);
         write(dir.path(), "t.toml", "kind = \"theory\"\n");
-        let suite = write(dir.path(), "all.toml", "include = [\"a.toml\", \"t.toml\"]\n");
+        let suite = write(
+            dir.path(),
+            "all.toml",
+            "include = [\"a.toml\", \"t.toml\"]\n",
+        );
         let loaded = load(&suite, true).unwrap();
         let names: Vec<_> = loaded.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["a", "t"]);
-        let dup = write(dir.path(), "dup.toml", "include = [\"a.toml\", \"a.toml\"]\n");
+        let dup = write(
+            dir.path(),
+            "dup.toml",
+            "include = [\"a.toml\", \"a.toml\"]\n",
+        );
         assert!(format!("{:#}", load(&dup, false).unwrap_err()).contains("named `a`"));
-        let stray = write(dir.path(), "stray.toml", "include = [\"a.toml\"]\nseed = 3\n");
+        let stray = write(
+            dir.path(),
+            "stray.toml",
+            "include = [\"a.toml\"]\nseed = 3\n",
+        );
         assert!(format!("{:#}", load(&stray, false).unwrap_err()).contains("`seed`"));
         let cyc = write(dir.path(), "cyc.toml", "include = [\"cyc.toml\"]\n");
         assert!(format!("{:#}", load(&cyc, false).unwrap_err()).contains("cycle"));

@@ -47,7 +47,12 @@ pub struct Series {
 }
 
 impl Series {
-    pub fn new(label: impl Into<String>, points: Vec<(f64, f64)>, style: Style, color: usize) -> Self {
+    pub fn new(
+        label: impl Into<String>,
+        points: Vec<(f64, f64)>,
+        style: Style,
+        color: usize,
+    ) -> Self {
         Series {
             label: label.into(),
             points,
@@ -78,7 +83,11 @@ pub struct Chart {
 }
 
 impl Chart {
-    pub fn new(title: impl Into<String>, x_label: impl Into<String>, y_label: impl Into<String>) -> Chart {
+    pub fn new(
+        title: impl Into<String>,
+        x_label: impl Into<String>,
+        y_label: impl Into<String>,
+    ) -> Chart {
         Chart {
             title: title.into(),
             x_label: x_label.into(),
@@ -119,10 +128,8 @@ fn ranges(c: &Chart) -> ((f64, f64), (f64, f64)) {
             }
             xs = (xs.0.min(tx(x)), xs.1.max(tx(x)));
             ys = (ys.0.min(y), ys.1.max(y));
-            if let Some(e) = &s.err {
-                if let Some(&(lo, hi)) = e.get(i) {
-                    ys = (ys.0.min(lo), ys.1.max(hi));
-                }
+            if let Some(&(lo, hi)) = s.err.as_ref().and_then(|e| e.get(i)) {
+                ys = (ys.0.min(lo), ys.1.max(hi));
             }
         }
     }
@@ -175,7 +182,11 @@ where
         .label_style(("sans-serif", font))
         .axis_desc_style(("sans-serif", font + 2))
         .x_label_formatter(&fmt_x)
-        .x_labels(if log2 { ((x1 - x0).round() as usize + 1).max(2) } else { 8 })
+        .x_labels(if log2 {
+            ((x1 - x0).round() as usize + 1).max(2)
+        } else {
+            8
+        })
         .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(e)?;
@@ -330,10 +341,15 @@ mod tests {
                 (s, 1.0 - (1.0 - s.powi(5)).powi(20))
             })
             .collect();
-        c.series.push(Series::new("theory", theory.clone(), Style::Theory, 0));
+        c.series
+            .push(Series::new("theory", theory.clone(), Style::Theory, 0));
         c.series.push(
-            Series::new("scalar", theory.clone(), Style::Points, 0)
-                .with_err(theory.iter().map(|&(_, y)| (y * 0.9, (y * 1.1).min(1.0))).collect()),
+            Series::new("scalar", theory.clone(), Style::Points, 0).with_err(
+                theory
+                    .iter()
+                    .map(|&(_, y)| (y * 0.9, (y * 1.1).min(1.0)))
+                    .collect(),
+            ),
         );
         let stem = dir.path().join("s");
         save(&c, &stem).unwrap();
@@ -345,8 +361,12 @@ mod tests {
         let mut log = Chart::new("rel MSE", "k", "relative MSE");
         log.x_log2 = true;
         log.hlines = vec![1.0];
-        log.series
-            .push(Series::new("simd", vec![(32.0, 1.0), (512.0, 0.98)], Style::LinePoints, 1));
+        log.series.push(Series::new(
+            "simd",
+            vec![(32.0, 1.0), (512.0, 0.98)],
+            Style::LinePoints,
+            1,
+        ));
         save_grid("grid", &[c, log], 2, &dir.path().join("g")).unwrap();
         let svg = std::fs::read_to_string(dir.path().join("g.svg")).unwrap();
         assert!(svg.contains("512") && svg.contains("relative MSE"));

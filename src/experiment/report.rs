@@ -28,7 +28,11 @@ impl Table {
         let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
         let mut s = line(&self.header);
         s.push_str(&line(
-            &self.header.iter().map(|_| "---".to_string()).collect::<Vec<_>>(),
+            &self
+                .header
+                .iter()
+                .map(|_| "---".to_string())
+                .collect::<Vec<_>>(),
         ));
         for r in &self.rows {
             s.push_str(&line(r));
@@ -77,6 +81,9 @@ mod tests {
     fn markdown_table_has_header_rule_and_rows() {
         let mut t = Table::new(&["s", "P(s)"]);
         t.row(vec!["0.5".into(), f(0.4701, 3)]);
-        assert_eq!(t.to_markdown(), "| s | P(s) |\n| --- | --- |\n| 0.5 | 0.470 |\n");
+        assert_eq!(
+            t.to_markdown(),
+            "| s | P(s) |\n| --- | --- |\n| 0.5 | 0.470 |\n"
+        );
     }
 }

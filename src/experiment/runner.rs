@@ -217,6 +217,8 @@ pub struct Check {
 pub struct Checks {
     pub experiment: String,
     pub list: Vec<Check>,
+    /// Comparisons reported but not checked (where theory gives no firm prediction), shown in the summary.
+    pub notes: Vec<String>,
 }
 
 impl Checks {
@@ -224,6 +226,7 @@ impl Checks {
         Checks {
             experiment: experiment.to_string(),
             list: Vec::new(),
+            notes: Vec::new(),
         }
     }
     pub fn expect(&mut self, name: impl Into<String>, passed: bool, detail: impl Into<String>) {
@@ -233,6 +236,10 @@ impl Checks {
             passed,
             detail: detail.into(),
         });
+    }
+    /// Records a comparison that is reported, not checked.
+    pub fn note(&mut self, text: impl Into<String>) {
+        self.notes.push(text.into());
     }
     pub fn failed(&self) -> impl Iterator<Item = &Check> {
         self.list.iter().filter(|c| !c.passed)
@@ -248,6 +255,9 @@ impl Checks {
                 c.name,
                 c.detail
             ));
+        }
+        for n in &self.notes {
+            md.push_str(&format!("- NOTE (reported, not checked): {n}\n"));
         }
         Ok(md)
     }

@@ -280,7 +280,11 @@ fn panels(rows: &[ScurveRow], union: usize) -> Vec<Chart> {
     kernels.dedup();
     brs.iter()
         .map(|&br| {
-            let mut c = Chart::new(format!("{br}, |A u B| = {union}"), "Jaccard J", "P(candidate)");
+            let mut c = Chart::new(
+                format!("{br}, |A u B| = {union}"),
+                "Jaccard J",
+                "P(candidate)",
+            );
             c.x_range = Some((0.0, 1.0));
             c.y_range = Some((-0.02, 1.02));
             let theory = (0..=100)
@@ -289,12 +293,16 @@ fn panels(rows: &[ScurveRow], union: usize) -> Vec<Chart> {
                     (s, p_candidate(s, br))
                 })
                 .collect();
-            c.series.push(Series::new("theory", theory, Style::Theory, 0));
+            c.series
+                .push(Series::new("theory", theory, Style::Theory, 0));
             for kern in &kernels {
                 let mut pts: Vec<&ScurveRow> = rows
                     .iter()
                     .filter(|r| {
-                        r.union == union && r.kernel == *kern && r.bands == br.bands && r.rows == br.rows
+                        r.union == union
+                            && r.kernel == *kern
+                            && r.bands == br.bands
+                            && r.rows == br.rows
                     })
                     .collect();
                 pts.sort_by(|a, b| a.jaccard.total_cmp(&b.jaccard));
@@ -370,7 +378,9 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
                 .with("k", k)
                 .with("trials", s.trials)
                 .with("seed", ctx.seed);
-            ctx.cell(&key, || Ok(vec![run_band_cell(ctx, s, kernel, union, j, r, k)?]))
+            ctx.cell(&key, || {
+                Ok(vec![run_band_cell(ctx, s, kernel, union, j, r, k)?])
+            })
         })
         .collect::<Result<Vec<_>>>()?
         .into_iter()
@@ -393,7 +403,9 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
         }
         let stem = format!("scurve_grid_u{u}");
         super::plot::save_grid(
-            &format!("Empirical S-curves, |A u B| = {u} (points: fraction of pairs that share a band, bars: 95% Wilson)"),
+            &format!(
+                "Empirical S-curves, |A u B| = {u} (points: fraction of pairs that share a band, bars: 95% Wilson)"
+            ),
             &p,
             3,
             &ctx.file(&stem)?,
@@ -401,13 +413,22 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
         figs.push(stem);
     }
     // Headline: the largest deviation from theory per kernel and union, in standard errors.
-    let mut t = Table::new(&["kernel", "|A u B|", "points", "max |emp - theory|", "sparse (OPH bins empty)"]);
+    let mut t = Table::new(&[
+        "kernel",
+        "|A u B|",
+        "points",
+        "max |emp - theory|",
+        "sparse (OPH bins empty)",
+    ]);
     let mut kernels: Vec<&str> = rows.iter().map(|r| r.kernel.as_str()).collect();
     kernels.sort_by_key(|k| kernel_color(k));
     kernels.dedup();
     for kern in &kernels {
         for &u in &unions {
-            let sub: Vec<&ScurveRow> = rows.iter().filter(|r| r.kernel == *kern && r.union == u).collect();
+            let sub: Vec<&ScurveRow> = rows
+                .iter()
+                .filter(|r| r.kernel == *kern && r.union == u)
+                .collect();
             if sub.is_empty() {
                 continue;
             }
@@ -426,7 +447,16 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
     }
     sections.push(("Deviation from the S-curve".into(), t.to_markdown()));
     if !bands.is_empty() {
-        let mut t = Table::new(&["kernel", "f", "J", "r", "k", "band agreement", "J^r", "quoted (ALGORITHMS.md)"]);
+        let mut t = Table::new(&[
+            "kernel",
+            "f",
+            "J",
+            "r",
+            "k",
+            "band agreement",
+            "J^r",
+            "quoted (ALGORITHMS.md)",
+        ]);
         for r in &bands {
             let quoted = if r.union == 20 && (r.jaccard - 0.5).abs() < 1e-9 && r.rows == 5 {
                 match r.kernel.as_str() {
@@ -457,7 +487,12 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
         "Figures".into(),
         figs.iter().map(|s| format!("![{s}]({s}.png)\n")).collect(),
     ));
-    write_summary(ctx, "S-curves: empirical against theory", &sections, &checks)?;
+    write_summary(
+        ctx,
+        "S-curves: empirical against theory",
+        &sections,
+        &checks,
+    )?;
     Ok(checks)
 }
 
@@ -492,7 +527,12 @@ mod tests {
     fn the_scurve_check_fails_on_a_curve_that_is_off_and_ignores_sparse_cells() {
         let p = p_candidate(0.5, BandsRows { bands: 20, rows: 5 });
         let mut c = Checks::new("scurve");
-        check(1e-3, &[row("simd", (p * 2000.0).round() as u64, 2000, p, false)], &[], &mut c);
+        check(
+            1e-3,
+            &[row("simd", (p * 2000.0).round() as u64, 2000, p, false)],
+            &[],
+            &mut c,
+        );
         assert!(c.failed().next().is_none());
         // 30% of pairs found where theory says 47%: far outside.
         let mut c = Checks::new("scurve");
