@@ -22,6 +22,8 @@ pub enum Command {
     Info,
     /// Read a corpus, shingle and sign every document, write the signatures (CSV or NPY).
     Sketch(crate::sketch::SketchArgs),
+    /// Write a seeded synthetic corpus with planted near-duplicate clusters and its ground truth.
+    Gen(crate::corpus::synth::GenArgs),
     /// Which (b, r)? Every banding with b*r <= k against recall and false-positive targets.
     Tune(crate::lsh::tune::TuneArgs),
     /// The S-curve P(s) = 1 - (1 - s^r)^b of one banding: table, threshold, steepest point.
@@ -30,8 +32,6 @@ pub enum Command {
     Exact(Box<crate::exact::ExactArgs>),
     /// Near-duplicate pairs and groups: read, shingle, sign, band, verify, group.
     Dedup(Box<crate::dedup::DedupArgs>),
-    /// Write a seeded synthetic corpus with planted near-duplicate clusters, and its ground truth.
-    Gen(crate::corpus::synth::GenArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -49,11 +49,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Info => info(),
         Command::Sketch(args) => crate::sketch::run(&args),
+        Command::Gen(args) => crate::corpus::synth::run(&args),
         Command::Tune(args) => crate::lsh::tune::run(&args),
         Command::Scurve(args) => crate::lsh::scurve::run(&args),
         Command::Exact(args) => crate::exact::run(&args),
         Command::Dedup(args) => crate::dedup::run(&args),
-        Command::Gen(args) => crate::corpus::synth::run(&args),
     }
 }
 

@@ -374,7 +374,12 @@ pub fn dedup_signed(
         needed.retain(|&i| i as usize >= corpus.loaded);
         let built: Vec<(u32, Vec<u64>)> = needed
             .par_iter()
-            .map(|&i| (i, shingler.set(&corpus.texts[i as usize - corpus.loaded])))
+            .map(|&i| {
+                (
+                    i,
+                    exact::shingle_set(shingler, &corpus.texts[i as usize - corpus.loaded]),
+                )
+            })
             .collect();
         for (i, s) in built {
             sets[i as usize] = Some(s);
@@ -383,13 +388,25 @@ pub fn dedup_signed(
             corpus.texts = Vec::new();
         }
     }
+    stages.push(("shingle sets", t_verify.elapsed().as_secs_f64()));
+    let t_verify = Instant::now();
     let verified: Vec<CheckedPair> = cands
         .pairs
         .par_iter()
         .filter_map(|&(a, b)| {
             let estimate = kernel.estimate(sig(a), sig(b));
             let jaccard = match (&sets[a as usize], &sets[b as usize]) {
-                (Some(x), Some(y)) => Some(exact::jaccard(x, y)),
+                (Some(x), Some(y)) => {
+                    // Length filter: J <= min/max, so a pair whose sizes differ too much fails without a merge
+                    // (the rounded ratio bounds the rounded J from above, so no pair at or above t is lost).
+                    let (lo, hi) = (x.len().min(y.len()), x.len().max(y.len()));
+                    if (lo as f64) / (hi as f64) < t {
+                        return None;
+                    }
+                    let need = exact::required_overlap(t, x.len(), y.len());
+                    let inter = exact::intersection_at_least(x, y, need)?;
+                    Some(exact::jaccard_from_counts(inter, x.len(), y.len()))
+                }
                 _ => None,
             };
             let keep = match config.verify {

@@ -9,20 +9,32 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 /// Intersection size of two sorted, deduplicated slices.
-pub fn intersection_size<T: Ord>(a: &[T], b: &[T]) -> usize {
-    let (mut i, mut j, mut n) = (0, 0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                n += 1;
-                i += 1;
-                j += 1;
-            }
+pub fn intersection_size<T: Ord + Copy>(a: &[T], b: &[T]) -> usize {
+    intersection_at_least(a, b, 0).expect("every count reaches 0")
+}
+
+/// The intersection size of two sorted, deduplicated slices, or `None` as soon as it cannot reach `need`.
+/// The merge is branch-free (equal advances both sides), which matters because candidate pairs mostly differ.
+pub fn intersection_at_least<T: Ord + Copy>(a: &[T], b: &[T], need: usize) -> Option<usize> {
+    let (mut i, mut j, mut n) = (0usize, 0usize, 0usize);
+    loop {
+        // Check the bound every 64 steps: what is left of the shorter remainder could still all match.
+        let remaining = (a.len() - i).min(b.len() - j);
+        if n + remaining < need {
+            return None;
+        }
+        if remaining == 0 {
+            return Some(n);
+        }
+        let stop = 64.min(remaining);
+        for _ in 0..stop {
+            // Each step advances i or j (or both), and at most `remaining` steps keep both in bounds.
+            let (x, y) = (a[i], b[j]);
+            n += (x == y) as usize;
+            i += (x <= y) as usize;
+            j += (y <= x) as usize;
         }
     }
-    n
 }
 
 /// J from the intersection and the two set sizes. Every exact Jaccard in the crate goes through this one
@@ -38,8 +50,15 @@ pub fn jaccard_from_counts(intersection: usize, len_a: usize, len_b: usize) -> f
 }
 
 /// Exact Jaccard of two sorted, deduplicated sets (0 when both are empty).
-pub fn jaccard<T: Ord>(a: &[T], b: &[T]) -> f64 {
+pub fn jaccard<T: Ord + Copy>(a: &[T], b: &[T]) -> f64 {
     jaccard_from_counts(intersection_size(a, b), a.len(), b.len())
+}
+
+/// The shingle set of `text` (sorted, deduplicated ids), equal to [`crate::shingle::Shingler::set`].
+pub fn shingle_set(shingler: &crate::shingle::Shingler, text: &str) -> Vec<u64> {
+    let mut ids = shingler.set(text);
+    ids.shrink_to_fit();
+    ids
 }
 
 /// A pair found by the join: positions `a < b` in the input, and J.
@@ -57,7 +76,7 @@ fn min_overlap(t: f64, len: usize) -> usize {
 }
 
 /// Smallest overlap two sets of sizes `a` and `b` need for J >= t: ceil(t/(1+t) (a + b)), rounded down-safe.
-fn required_overlap(t: f64, a: usize, b: usize) -> usize {
+pub fn required_overlap(t: f64, a: usize, b: usize) -> usize {
     ((t / (1.0 + t) * (a + b) as f64) - 1e-9).ceil().max(0.0) as usize
 }
 
@@ -169,7 +188,12 @@ pub fn all_pairs(sets: &[Vec<u64>], threshold: f64) -> Vec<SimilarPair> {
                         continue;
                     }
                     let y = &docs[order[q as usize] as usize];
-                    let j = jaccard(x, y);
+                    let Some(inter) =
+                        intersection_at_least(x, y, required_overlap(t, x.len(), y.len()))
+                    else {
+                        continue;
+                    };
+                    let j = jaccard_from_counts(inter, x.len(), y.len());
                     if j >= t {
                         let (a, b) = (order[p], order[q as usize]);
                         let (a, b) = if a < b { (a, b) } else { (b, a) };
@@ -260,7 +284,10 @@ pub fn read_sets(
         if batch.is_empty() {
             break;
         }
-        let batch_sets: Vec<Vec<u64>> = batch.par_iter().map(|d| shingler.set(&d.text)).collect();
+        let batch_sets: Vec<Vec<u64>> = batch
+            .par_iter()
+            .map(|d| shingle_set(shingler, &d.text))
+            .collect();
         ids.extend(batch.into_iter().map(|d| d.id));
         sets.extend(batch_sets);
     }
@@ -382,6 +409,21 @@ mod tests {
         assert_eq!(prefix_len(0.7, 10), 4);
         assert_eq!(prefix_len(1.0, 5), 1);
         assert_eq!(prefix_len(0.01, 5), 5);
+    }
+
+    #[test]
+    fn bounded_intersection_matches_the_plain_count() {
+        let sets = random_sets(60, 400, 300, 5);
+        for x in &sets {
+            for y in &sets {
+                let n = x.iter().filter(|v| y.binary_search(v).is_ok()).count();
+                assert_eq!(intersection_size(x, y), n);
+                for need in [0, n.saturating_sub(1), n, n + 1, n + 50] {
+                    let got = intersection_at_least(x, y, need);
+                    assert_eq!(got, (n >= need).then_some(n), "need {need}, n {n}");
+                }
+            }
+        }
     }
 
     #[test]

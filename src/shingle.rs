@@ -331,16 +331,31 @@ pub(crate) fn short_windows_plain(bytes: &[u8], k: usize, short_key: u64, out: &
     }
 }
 
-/// Every window of `k` Unicode scalar values, cut at char boundaries and hashed on its bytes. One pass over
-/// the bytes, remembering the last `k + 1` char starts in a ring; windows of at most 8 bytes that have 8
-/// readable bytes take the same masked load as the ASCII path.
+/// The byte length of the UTF-8 sequence that starts with byte `b`.
+#[inline(always)]
+fn utf8_width(b: u8) -> usize {
+    match b {
+        0x00..=0x7f => 1,
+        0x80..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
+    }
+}
+
+/// Every window of `k` Unicode scalar values, cut at char boundaries and hashed on its bytes.
+///
+/// Text with some non-ASCII characters is mostly ASCII runs: a window that lies inside an ASCII run is `k`
+/// bytes, so the windows starting in a run (except its last k - 1 chars) go through the same batch loop as
+/// the ASCII fast path. Only windows that touch a non-ASCII char walk the chars one by one.
 fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut Vec<u64>) {
     let bytes = text.as_bytes();
     let n = bytes.len();
-    let mut ring = vec![0usize; k + 1];
-    let mut chars = 0usize;
-    // `head` is where the next char start goes; the start of the char k back is at `head + 1` (mod k + 1).
-    let mut head = 0usize;
+    // Count char starts (every byte that is not a continuation byte 10xxxxxx).
+    let chars = bytes.iter().filter(|&&b| (b as i8) >= -0x40).count();
+    if chars <= k {
+        out.push(id_of(bytes, key));
+        return;
+    }
     let emit = |start: usize, end: usize, out: &mut Vec<u64>| {
         let len = end - start;
         if len <= 8 && start + 8 <= n {
@@ -350,23 +365,40 @@ fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut Vec<u6
             out.push(id_of(&bytes[start..end], key));
         }
     };
-    for (p, &b) in bytes.iter().enumerate() {
-        // A char starts at every byte that is not a continuation byte (10xxxxxx).
-        if (b as i8) >= -0x40 {
-            if chars >= k {
-                let first = ring[if head == k { 0 } else { head + 1 }];
-                emit(first, p, out);
+    // The end of the window of k chars starting at `s`, if k chars remain.
+    let end_of = |s: usize| -> Option<usize> {
+        let mut e = s;
+        for _ in 0..k {
+            if e >= n {
+                return None;
             }
-            ring[head] = p;
-            head = if head == k { 0 } else { head + 1 };
-            chars += 1;
+            e += utf8_width(bytes[e]);
         }
-    }
-    if chars <= k {
-        out.push(id_of(bytes, key));
-    } else {
-        let first = ring[if head == k { 0 } else { head + 1 }];
-        emit(first, n, out);
+        Some(e)
+    };
+    let mut s = 0usize;
+    while s < n {
+        if bytes[s] < 0x80 {
+            let run_end = s + bytes[s..].iter().position(|&b| b >= 0x80).unwrap_or(n - s);
+            if k <= 8 && run_end - s >= k {
+                // Windows starting at s..s + count lie inside the run.
+                let count = run_end - s - k + 1;
+                let direct = count.min((n - s).saturating_sub(7));
+                let base = out.len();
+                out.resize(base + direct, 0);
+                short_windows(&bytes[s..], k, key.short, &mut out[base..]);
+                for t in s + direct..s + count {
+                    emit(t, t + k, out);
+                }
+                s += count;
+                continue;
+            }
+        }
+        match end_of(s) {
+            Some(e) => emit(s, e, out),
+            None => break,
+        }
+        s += utf8_width(bytes[s]);
     }
 }
 

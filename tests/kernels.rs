@@ -212,6 +212,22 @@ fn simd_equals_scalar_bit_for_bit_on_every_supported_isa() {
     }
 }
 
+/// Same seed, same output, whatever instruction set a kernel is forced onto.
+#[test]
+fn every_kernel_gives_the_same_output_on_every_supported_isa() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(16);
+    for spec in KERNELS {
+        for &n in &[0usize, 1, 9, 300, 1000] {
+            let ids = random_ids(&mut rng, n);
+            let want = sign(&*make(spec.name, 100, 4, None), &ids);
+            for isa in supported_isas() {
+                let got = sign(&*make(spec.name, 100, 4, Some(isa)), &ids);
+                assert_eq!(got, want, "{} on {isa}, n={n}", spec.name);
+            }
+        }
+    }
+}
+
 #[test]
 fn simd_equals_scalar_at_the_edges_of_the_value_ranges() {
     // Ids near 0 and u64::MAX.

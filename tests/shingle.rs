@@ -89,6 +89,57 @@ fn ascii_fast_path_equals_the_generic_path() {
     }
 }
 
+/// The generic char path against a naive reference (collect the chars, build each window as a String) on
+/// random texts mixing ASCII with 2-, 3- and 4-byte chars, at every K from 1 to 10.
+#[test]
+fn generic_char_path_matches_a_naive_reference_on_mixed_text() {
+    let alphabet: Vec<char> = "abc de\u{e9}\u{f6}\u{20ac}\u{4e2d}\u{1F600}."
+        .chars()
+        .collect();
+    let mut state = 0x1234_5678_9abc_def0u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for trial in 0..400 {
+        let len = (next() % 40) as usize;
+        // Mostly ASCII with a few wide chars, or dense wide chars.
+        let dense = trial % 3 == 0;
+        let text: String = (0..len)
+            .map(|_| {
+                let r = next() as usize;
+                if dense || r.is_multiple_of(7) {
+                    alphabet[r % alphabet.len()]
+                } else {
+                    (b'a' + (r % 26) as u8) as char
+                }
+            })
+            .collect();
+        let chars: Vec<char> = text.chars().collect();
+        for k in 1..=10 {
+            let want: Vec<u64> = if chars.is_empty() {
+                vec![]
+            } else if chars.len() <= k {
+                vec![shingle_id(text.as_bytes(), 3)]
+            } else {
+                chars
+                    .windows(k)
+                    .map(|w| shingle_id(w.iter().collect::<String>().as_bytes(), 3))
+                    .collect()
+            };
+            let sh = Shingler::new(ShingleKind::Char(k), Normalization::default(), 3);
+            let mut generic = Vec::new();
+            sh.char_hashes_generic(&text, k, &mut generic);
+            assert_eq!(generic, want, "generic k={k} text={text:?}");
+            let mut picked = Vec::new();
+            sh.hashes(&text, &mut picked);
+            assert_eq!(picked, want, "hashes k={k} text={text:?}");
+        }
+    }
+}
+
 #[test]
 fn word_windows_are_tokens_joined_by_one_space() {
     assert_eq!(

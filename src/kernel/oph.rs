@@ -37,11 +37,15 @@ pub const SPEC_ROT: KernelSpec = KernelSpec {
 };
 
 fn build_opt(p: &KernelParams) -> anyhow::Result<Box<dyn Kernel>> {
-    Ok(Box::new(Oph::new(p.num_perm, p.seed, Densify::Optimal)))
+    Ok(Box::new(
+        Oph::new(p.num_perm, p.seed, Densify::Optimal).with_isa(p.isa),
+    ))
 }
 
 fn build_rot(p: &KernelParams) -> anyhow::Result<Box<dyn Kernel>> {
-    Ok(Box::new(Oph::new(p.num_perm, p.seed, Densify::Rotation)))
+    Ok(Box::new(
+        Oph::new(p.num_perm, p.seed, Densify::Rotation).with_isa(p.isa),
+    ))
 }
 
 /// The raw-sketch marker of an empty bin.
@@ -57,10 +61,10 @@ const CHUNK: usize = 256;
 /// multiply-range reduction, uniform over `0..k` for any k), `value = min(lo32(h), EMPTY - 1)`.
 /// Runs the AVX-512 compilation of the same code when allowed (exact integer arithmetic: same output).
 #[inline]
-fn bin_values(ids: &[u64], seed: u64, k: u64, out: &mut [u64]) {
+fn bin_values(ids: &[u64], seed: u64, k: u64, wide: bool, out: &mut [u64]) {
     #[cfg(target_arch = "x86_64")]
-    if super::wide_vectors() {
-        // SAFETY: wide_vectors() checked that the CPU supports AVX-512 F/DQ/BW/VL.
+    if wide {
+        // SAFETY: `wide` is only set after checking that the CPU supports AVX-512 F/DQ/BW/VL.
         unsafe { bin_values_avx512(ids, seed, k, out) };
         return;
     }
@@ -98,6 +102,8 @@ pub struct Oph {
     mix_seed: u64,
     /// Seed of the optimal-densification probe hash.
     probe_seed: u64,
+    /// Whether the id-mixing loop runs its AVX-512 build (same output either way).
+    wide: bool,
 }
 
 impl Oph {
@@ -108,7 +114,17 @@ impl Oph {
             densify,
             mix_seed: rng.next_u64(),
             probe_seed: rng.next_u64(),
+            wide: super::wide_vectors(),
         }
+    }
+
+    /// Forces the instruction set of the id-mixing loop: AVX-512 (if this CPU has it) or plain code for any
+    /// other choice; `None` keeps [`Isa::detect`]'s choice.
+    pub fn with_isa(mut self, isa: Option<Isa>) -> Oph {
+        if let Some(isa) = isa {
+            self.wide = isa == Isa::Avx512 && isa.supported();
+        }
+        self
     }
 
     /// Writes the raw (undensified) sketch: each bin's minimum value, or [`EMPTY`].
@@ -119,9 +135,18 @@ impl Oph {
         let mut packed = [0u64; CHUNK];
         for chunk in ids.chunks(CHUNK) {
             let packed = &mut packed[..chunk.len()];
-            bin_values(chunk, self.mix_seed, self.num_perm as u64, packed);
+            bin_values(
+                chunk,
+                self.mix_seed,
+                self.num_perm as u64,
+                self.wide,
+                packed,
+            );
             for &bv in packed.iter() {
-                let slot = &mut bins[(bv >> 32) as usize];
+                let bin = (bv >> 32) as usize;
+                debug_assert!(bin < bins.len());
+                // SAFETY: bin = (hi32(h) * k) >> 32 < k = bins.len() (asserted at the top), as hi32(h) < 2^32.
+                let slot = unsafe { bins.get_unchecked_mut(bin) };
                 // Branch-free: the update is taken unpredictably often on small sets.
                 *slot = (*slot).min(bv as u32);
             }
@@ -200,7 +225,7 @@ impl Kernel for Oph {
         self.num_perm
     }
     fn isa(&self) -> Isa {
-        Isa::Scalar
+        if self.wide { Isa::Avx512 } else { Isa::Scalar }
     }
     fn sign(&self, ids: &[u64], out: &mut [u32]) {
         self.sign_raw(ids, out);

@@ -42,13 +42,12 @@ impl Kernel for ScalarMinHash {
     fn sign(&self, ids: &[u64], out: &mut [u32]) {
         assert_eq!(out.len(), self.num_perm(), "output length must be num_perm");
         out.fill(u32::MAX);
+        let (a, b) = (&self.family.a, &self.family.b);
         for &id in ids {
-            let x = self.family.key(id);
-            for (i, slot) in out.iter_mut().enumerate() {
-                let h = self.family.hash(i, x);
-                if h < *slot {
-                    *slot = h;
-                }
+            let x = self.family.key(id) as u64;
+            for ((slot, &a), &b) in out.iter_mut().zip(a).zip(b) {
+                let h = (a.wrapping_mul(x).wrapping_add(b) >> 32) as u32;
+                *slot = (*slot).min(h);
             }
         }
     }
