@@ -61,7 +61,7 @@ CSV_FIELDS = [
     "section", "tool", "tool_version", "variant", "isa", "k", "bands", "rows", "seed", "shingle", "threads",
     "measure", "includes", "seconds", "cpu_seconds", "docs_per_s", "mb_per_s", "seeds",
     "j_lo", "j_hi", "pairs", "bias", "bias_se", "rmse", "rel_mse", "rel_mse_se",
-    "candidates", "true_found", "truth_pairs", "recall", "expected_recall", "precision",
+    "candidates", "true_found", "missed_j", "truth_pairs", "recall", "expected_recall", "precision",
     "status", "command", "load_avg", "machine", "cpu_model", "git_commit", "python", "date_utc",
 ]
 
@@ -324,7 +324,8 @@ def read_pairs_csv(path: Path, index_of: dict[str, int]) -> list[tuple[int, int,
                 i, j = index_of[row[ca]], index_of[row[cb]]
         except (KeyError, ValueError, IndexError) as e:
             raise ValueError(f"{path}:{line_no}: unknown document in {row}: {e}") from e
-        out.append((min(i, j), max(i, j), float(row[cj]) if cj is not None else None))
+        jv = row[cj].strip() if cj is not None else ""
+        out.append((min(i, j), max(i, j), float(jv) if jv else None))
     return out
 
 
@@ -373,6 +374,8 @@ def main() -> int:
     ap.add_argument("--workdir", default=None, help="where lshbench outputs go (default: a temporary directory)")
     ap.add_argument("--seeds", type=int, default=5,
                     help="seeds per tool in the accuracy section (42, then 1, 2, ...); datasketch legacy gets one")
+    ap.add_argument("--truth", default=None,
+                    help="development only: reuse this `lshbench exact --threshold 0.3` CSV instead of running it")
     ap.add_argument("--limit", type=int, default=None,
                     help="development only: use the first N documents (written to the work directory)")
     ap.add_argument("--no-legacy", action="store_true", help="skip datasketch's legacy permutation scheme")
@@ -426,6 +429,7 @@ def main() -> int:
         with gzip.open(input_path, "rt", encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
     t_read, _, recs = median_time(read_corpus, 1)
+    c_read = CPU_OF_LAST[0]
     ids = [r["id"] for r in recs]
     texts = [r["text"] for r in recs]
     del recs
@@ -445,11 +449,13 @@ def main() -> int:
 
     log("splitting shingles")
     t_split, _, shingles = median_time(lambda: [char_shingles(t) for t in texts], 1)
+    c_split = CPU_OF_LAST[0]
     n_shingles = sum(len(s) for s in shingles)
     add(section="throughput", tool="python", tool_version=platform.python_version(), variant="split char:5 (str)",
         measure="shingle", includes=f"text -> list of str windows ({n_shingles} shingles), in-process",
         **rate(t_split))
     t_enc, _, shingles_b = median_time(lambda: [[s.encode("utf-8") for s in doc] for doc in shingles], 1)
+    c_enc = CPU_OF_LAST[0]
     add(section="throughput", tool="python", tool_version=platform.python_version(),
         variant="encode shingles to UTF-8 bytes", measure="shingle",
         includes="str windows -> bytes windows (datasketch's hash function takes bytes), in-process",
@@ -468,6 +474,7 @@ def main() -> int:
     }
     log("datasketch MinHash.bulk (affine32)")
     t_ds, t_ds_all, mh = median_time(lambda: datasketch.MinHash.bulk(shingles_b, num_perm=K, seed=SEED), args.repeats)
+    c_ds = CPU_OF_LAST[0]
     ds_minhashes = mh
     sigs["datasketch MinHash (affine32)"] = np.vstack([m.hashvalues for m in mh])
     add(section="throughput", tool="datasketch", tool_version=versions["datasketch"],
@@ -588,7 +595,11 @@ def main() -> int:
                 f"{len(base)}", command="lshbench " + " ".join(base_cmd), **rate(b0, None))
             for kern, t in lb_inner.items():
                 d = t - b0
-                if d > 0:
+                if d <= 0:
+                    add(section="throughput", tool="lshbench", tool_version=lb_version,
+                        variant=f"{kern}: sign only (derived)", isa=isa.get(kern, ""), k=K, measure="sign",
+                        status=f"below the noise: own timer at k={K} ({t:.3f} s) <= the k=1 baseline ({b0:.3f} s)")
+                else:
                     add(section="throughput", tool="lshbench", tool_version=lb_version,
                         variant=f"{kern}: sign only (derived)", isa=isa.get(kern, ""), k=K, measure="sign",
                         includes=f"derived: own timer at k={K} ({t:.3f} s) minus the k=1 baseline ({b0:.3f} s); "
@@ -600,7 +611,12 @@ def main() -> int:
     truth_path = work / "truth.csv"
     truth: dict[tuple[int, int], float] = {}
     truth_status = ""
-    if lb.has("exact"):
+    if args.truth:
+        for i, j, jv in read_pairs_csv(Path(args.truth), index_of):
+            truth[(i, j)] = jv if jv is not None else jaccard(sets[i], sets[j])
+        add(section="truth", tool="lshbench", tool_version=lb_version, variant="exact --threshold 0.3",
+            measure="exact", includes=f"reused {args.truth} (not timed)", pairs=len(truth))
+    elif lb.has("exact"):
         log("lshbench exact")
         exact_cmd = ["exact", "--input", str(input_path), "--shingle", SHINGLE, "--threshold", "0.3",
                      "--output", str(truth_path)]
@@ -608,8 +624,10 @@ def main() -> int:
         if p.returncode == 0:
             for i, j, jv in read_pairs_csv(truth_path, index_of):
                 truth[(i, j)] = jv if jv is not None else jaccard(sets[i], sets[j])
+            own = next((l.strip() for l in (p.stdout + p.stderr).splitlines() if l.startswith("time:")), "")
             add(section="truth", tool="lshbench", tool_version=lb_version, variant="exact --threshold 0.3",
-                measure="exact", includes="whole process: read + shingle + exact all-pairs join at J >= 0.3",
+                measure="exact", includes="whole process: read + shingle + exact all-pairs join at J >= 0.3, "
+                                          "default threads" + (f"; its own timer: {own[5:].strip()}" if own else ""),
                 seconds=sec, pairs=len(truth), command="lshbench " + " ".join(exact_cmd))
         else:
             truth_status = "lshbench exact failed: " + (p.stderr.strip().splitlines() or ["?"])[-1]
@@ -683,12 +701,19 @@ def main() -> int:
     # ---- recall at 42x3 and 20x5
     truth05 = {p for p, jv in truth.items() if jv >= LSH_THRESHOLD}
 
-    def recall_row(tool, ver, variant, isa_, k_, b, r, cands, seconds, includes, status="", command=""):
+    def recall_row(tool, ver, variant, isa_, k_, b, r, cands, seconds, includes="", status="", command="",
+                   cpu=None):
+        if status:  # nothing was measured: no figures at all, only the reason
+            add(section="recall", tool=tool, tool_version=ver, variant=variant, isa=isa_, k=k_, bands=b, rows=r,
+                measure="lsh", status=status, command=command)
+            return
         cset = set(cands)
         found = len(cset & truth05) if truth05 else None
+        missed = sorted(truth[p] for p in truth05 - cset)
         exp_rec = (sum(s_curve(truth[p], b, r) for p in truth05) / len(truth05)) if truth05 else None
         add(section="recall", tool=tool, tool_version=ver, variant=variant, isa=isa_, k=k_, bands=b, rows=r,
-            measure="lsh", includes=includes, seconds=seconds,
+            measure="lsh", includes=includes, seconds=seconds, cpu_seconds=cpu,
+            missed_j=" ".join(f"{x:.3f}" for x in missed[:10]) + (" ..." if len(missed) > 10 else ""),
             docs_per_s=n_docs / seconds if seconds else None, mb_per_s=mb / seconds if seconds else None,
             candidates=len(cset), true_found=found, truth_pairs=len(truth05) if truth else None,
             recall=(found / len(truth05)) if truth05 else None, expected_recall=exp_rec,
@@ -708,7 +733,8 @@ def main() -> int:
         t_l, _, cands = median_time(ds_lsh, 1)
         e2e = t_read + t_split + t_enc + t_ds + t_l
         recall_row("datasketch", versions["datasketch"], "MinHashLSH(params=(b,r)) query-then-insert",
-                   "numpy", K, b, r, cands, e2e,
+                   "numpy", K, b, r, cands, e2e, cpu=c_read + c_split + c_enc + c_ds + CPU_OF_LAST[0],
+                   includes=
                    f"end to end, in-process stage sum: read {t_read:.2f} + split {t_split:.2f} + encode {t_enc:.2f}"
                    f" + sign {t_ds:.2f} + LSH {t_l:.2f} s (no interpreter start-up/imports)")
 
@@ -716,6 +742,7 @@ def main() -> int:
         kb = b * r
         log(f"rensa RMinHashLSH {b}x{r} (k={kb})")
         t_rs, _, rk = median_time(lambda: rensa.RMinHash.from_token_sets(shingles, kb, SEED), 1)
+        c_rs = CPU_OF_LAST[0]
         def rs_lsh():
             lsh = rensa.RMinHashLSH(LSH_THRESHOLD, kb, b)
             out = []
@@ -727,7 +754,7 @@ def main() -> int:
         t_l, _, cands = median_time(rs_lsh, 1)
         e2e = t_read + t_split + t_rs + t_l
         recall_row("rensa", versions["rensa"], "RMinHashLSH query-then-insert (k = b*r)", rensa_isa, kb, b, r,
-                   cands, e2e,
+                   cands, e2e, cpu=c_read + c_split + c_rs + CPU_OF_LAST[0], includes=
                    f"end to end, in-process stage sum: read {t_read:.2f} + split {t_split:.2f} + sign(k={kb}) "
                    f"{t_rs:.2f} + LSH {t_l:.2f} s (no interpreter start-up/imports)")
         del rk
@@ -741,9 +768,10 @@ def main() -> int:
                 continue
             log(f"lshbench {variant} {b}x{r}")
             pairs_out = work / f"dedup-{b}x{r}-{verify}.csv"
+            # --threshold is left at its default, 0.5: given explicitly next to --bands 20 --rows 5, lshbench
+            # refuses it because P(0.5) = 0.47 < 1/2 under that banding.
             cmd = ["dedup", "--input", str(input_path), "--shingle", SHINGLE, "--kernel", "oph-opt",
-                   "--bands", str(b), "--rows", str(r), "--threshold", str(LSH_THRESHOLD),
-                   "--verify", verify, "--pairs", str(pairs_out)]
+                   "--bands", str(b), "--rows", str(r), "--verify", verify, "--pairs", str(pairs_out)]
             # Optional flags, passed when this build has them (k = 128 and seed 42 are the defaults asked for).
             for flag, val in (("--num-perm", str(K)), ("--seed", str(SEED)), ("--threads", "1")):
                 if lb.flag("dedup", flag):
@@ -755,9 +783,11 @@ def main() -> int:
                            status="failed: " + msg)
                 continue
             cands = [(i, j) for i, j, _ in read_pairs_csv(pairs_out, index_of)]
-            recall_row("lshbench", lb_version, variant, isa.get("oph-opt", ""), K, b, r, cands, sec,
-                       "whole process: start-up + read + shingle + sign + LSH"
-                       + (" + exact verification" if verify == "exact" else "") + " + pairs CSV write",
+            own = next((l.strip() for l in (p.stdout + p.stderr).splitlines() if l.startswith("time:")), "")
+            recall_row("lshbench", lb_version, variant, isa.get("oph-opt", ""), K, b, r, cands, sec, cpu=lb.cpu,
+                       includes="whole process: start-up + read + shingle + sign + LSH"
+                       + (" + exact verification" if verify == "exact" else "") + " + grouping + pairs CSV write"
+                       + (f"; its own timer: {own[5:].strip()}" if own else ""),
                        command="lshbench " + " ".join(cmd))
 
     # ---- outputs
@@ -789,6 +819,52 @@ def f(v, spec):
     return "n/a" if v is None or v == "" else format(v, spec)
 
 
+def summary_lines(rows) -> list[str]:
+    """A few plain sentences computed from this run's rows (no figure is written by hand)."""
+    def row(section, tool, variant_start, **kw):
+        for r in rows:
+            if (r["section"] == section and r["tool"] == tool and str(r.get("variant", "")).startswith(variant_start)
+                    and not r.get("status") and all(r.get(k) == v for k, v in kw.items())):
+                return r
+        return None
+
+    out = []
+    ds = row("throughput", "datasketch", "MinHash.bulk, scheme affine32")
+    rm = row("throughput", "rensa", "RMinHash.digest_matrix")
+    if ds and rm and ds.get("cpu_seconds") and rm.get("cpu_seconds"):
+        out.append(f"Signing the pre-split shingles took datasketch {ds['cpu_seconds']:.1f} CPU s and rensa's "
+                   f"RMinHash matrix API {rm['cpu_seconds']:.2f} CPU s ({ds['cpu_seconds'] / rm['cpu_seconds']:.0f}x).")
+    sp = row("throughput", "python", "split char:5")
+    lbs = [r for r in rows if r["section"] == "throughput" and r["tool"] == "lshbench" and not r.get("status")
+           and r["variant"].startswith("sketch --kernel") and r.get("cpu_seconds") is not None]
+    if lbs and sp:
+        best = min(lbs, key=lambda r: r["cpu_seconds"])
+        out.append(f"The whole `lshbench {best['variant']}` process (reading, shingling and signing) took "
+                   f"{best['cpu_seconds']:.2f} CPU s, while splitting the shingles alone took Python "
+                   f"{sp['cpu_seconds']:.2f} CPU s.")
+    acc = [r for r in rows if r["section"] == "accuracy" and not r.get("status") and r.get("pairs", 0) >= 100
+           and r.get("bias") is not None and r["j_lo"] != r["j_hi"]]
+    worst = []
+    for name in dict.fromkeys(f"{r['tool']} {r['variant']}" for r in acc):
+        mine = [r for r in acc if f"{r['tool']} {r['variant']}" == name]
+        w = max(mine, key=lambda r: abs(r["bias"]))
+        worst.append(f"{name} {w['bias']:+.4f}±{w['bias_se']:.4f} in [{w['j_lo']:.1f}, {w['j_hi']:.1f})"
+                     f" ({w.get('seeds', 1)} seeds)")
+    if worst:
+        out.append("Largest |bias| per tool over the J bins holding at least 100 pairs: " + "; ".join(worst) + ".")
+    for b, r in LSH_SETTINGS:
+        parts = []
+        for tool, vs in (("datasketch", "MinHashLSH"), ("rensa", "RMinHashLSH"), ("lshbench", "dedup --kernel oph-opt --verify none")):
+            x = row("recall", tool, vs, bands=b, rows=r)
+            if x and x.get("recall") is not None:
+                parts.append(f"{tool} {x['recall']:.4f} ({x['candidates']} candidates)")
+        x = row("recall", "datasketch", "MinHashLSH", bands=b, rows=r) or row("recall", "lshbench", "dedup", bands=b, rows=r)
+        if parts and x and x.get("expected_recall") is not None:
+            out.append(f"At {b}x{r}, recall of the {x['truth_pairs']} exact pairs at J >= {LSH_THRESHOLD}: "
+                       + ", ".join(parts) + f"; the S-curve predicts {x['expected_recall']:.4f}.")
+    return out
+
+
 def render_md(rows, common, versions, lb_version, info_text, n_docs, mb, n_shingles, max_dev, missed, n_sample,
               n_truth, n_truth05, args) -> str:
     o = io.StringIO()
@@ -807,7 +883,16 @@ def render_md(rows, common, versions, lb_version, info_text, n_docs, mb, n_shing
     p(info_text.strip())
     p("```")
     p()
+    p("## Summary")
+    p()
+    for line in summary_lines(rows):
+        p(f"- {line}")
+    p()
     p("## Signature throughput")
+    p()
+    p("The machine is shared with other jobs (load average in the last column), so wall times are inflated; the "
+      "CPU seconds of the process (for lshbench, of the child process) are the fairer comparison, and ratios "
+      "within this one run mean more than absolute figures.")
     p()
     p("| tool | variant | ISA | wall (s) | CPU (s) | MB/s | docs/s | what is timed | load avg |")
     p("|---|---|---|---:|---:|---:|---:|---|---|")
@@ -862,17 +947,18 @@ def render_md(rows, common, versions, lb_version, info_text, n_docs, mb, n_shing
     p(f"## Recall at 42x3 and 20x5 against exact pairs at J >= {LSH_THRESHOLD} ({n_truth05} pairs)")
     p()
     p("| tool | variant | k | b x r | candidates | true pairs found | recall | S-curve expected recall | "
-      "precision | time (s) | what is timed |")
-    p("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
+      "precision | J of missed pairs | wall (s) | CPU (s) | what is timed |")
+    p("|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---|")
     for r in rows:
         if r["section"] != "recall":
             continue
         if r.get("status"):
-            p(f"| {r['tool']} | {r['variant']} | {r['k']} | {r['bands']}x{r['rows']} | {r['status']} | | | | | | |")
+            p(f"| {r['tool']} | {r['variant']} | {r['k']} | {r['bands']}x{r['rows']} | {r['status']} | | | | | | | | |")
             continue
         p(f"| {r['tool']} | {r['variant']} | {r['k']} | {r['bands']}x{r['rows']} | {r['candidates']} | "
           f"{f(r['true_found'], 'd')} | {f(r['recall'], '.4f')} | {f(r['expected_recall'], '.4f')} | "
-          f"{f(r['precision'], '.4f')} | {f(r['seconds'], '.2f')} | {r['includes']} |")
+          f"{f(r['precision'], '.4f')} | {r.get('missed_j', '')} | {f(r['seconds'], '.2f')} | "
+          f"{f(r.get('cpu_seconds'), '.2f')} | {r['includes']} |")
     p()
     p("## Notes")
     p()
@@ -883,6 +969,12 @@ def render_md(rows, common, versions, lb_version, info_text, n_docs, mb, n_shing
     p("- rensa's `RMinHashLSH` requires the number of bands to divide `num_perm`, so its LSH runs sign with "
       "k = b*r (126 for 42x3, 100 for 20x5); datasketch and lshbench band the first b*r of 128 slots.")
     p("- The estimate for every signature is the fraction of equal slots.")
+    p("- `lshbench dedup` runs without `--threshold` (its default, 0.5, is the verification threshold): with "
+      "`--bands 20 --rows 5` an explicit `--threshold 0.5` is refused because that banding finds pairs at 0.5 with "
+      "probability 0.47. `--verify none` keeps every LSH candidate; `--verify exact` keeps those with exact J >= 0.5.")
+    p("- Recall counts the exact pairs at J >= 0.5 found among a tool's candidates; precision is that count over "
+      "the candidates; the S-curve column is the mean of 1 - (1 - J^r)^b over the exact pairs, what an ideal "
+      "MinHash would find on average.")
     p()
     p("Regenerate (after `cargo build --release`):")
     p()
