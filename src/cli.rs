@@ -32,6 +32,8 @@ pub enum Command {
     Exact(Box<crate::exact::ExactArgs>),
     /// Near-duplicate pairs and groups: read, shingle, sign, band, verify, group.
     Dedup(Box<crate::dedup::DedupArgs>),
+    /// Run an experiment config (TOML): sweeps to CSV, markdown and plots under results/, with self-checks.
+    Run(crate::experiment::RunArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -54,6 +56,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Scurve(args) => crate::lsh::scurve::run(&args),
         Command::Exact(args) => crate::exact::run(&args),
         Command::Dedup(args) => crate::dedup::run(&args),
+        Command::Run(args) => crate::experiment::run(&args),
     }
 }
 

@@ -87,6 +87,10 @@ pub struct DedupArgs {
     /// out are counted in the summary.
     #[arg(long, default_value_t = index::DEFAULT_BUCKET_CAP)]
     pub bucket_cap: usize,
+    /// Stop with an error when banding emits more candidate pairs than this (counted once per band): a guard
+    /// against an S-curve far too permissive for the corpus, which would otherwise exhaust memory.
+    #[arg(long, default_value_t = 100_000_000)]
+    pub max_candidates: u64,
     /// Member pairs examined per group for the chaining columns; larger groups are sampled (seeded).
     #[arg(long, default_value_t = 2000)]
     pub pair_budget: usize,
@@ -272,6 +276,7 @@ fn run_inner(args: &DedupArgs) -> anyhow::Result<()> {
         bucket_cap: args.bucket_cap,
         pair_budget: args.pair_budget,
         seed: args.kernel.seed,
+        max_candidates: args.max_candidates,
     };
     let mut outcome = dedup_signed(
         &mut corpus,
@@ -279,7 +284,13 @@ fn run_inner(args: &DedupArgs) -> anyhow::Result<()> {
         &shingler,
         &config,
         args.kept.is_some(),
-    );
+    )
+    .with_context(|| {
+        format!(
+            "banding {} bands x {} rows",
+            choice.banding.bands, choice.banding.rows
+        )
+    })?;
     outcome
         .stage_seconds
         .insert(0, ("read+shingle+sign", t_read));
@@ -329,6 +340,7 @@ pub struct DedupConfig {
     pub bucket_cap: usize,
     pub pair_budget: usize,
     pub seed: u64,
+    pub max_candidates: u64,
 }
 
 /// Bands, verifies and groups an already signed corpus. Texts are released unless `keep_texts`.
@@ -338,7 +350,7 @@ pub fn dedup_signed(
     shingler: &Shingler,
     config: &DedupConfig,
     keep_texts: bool,
-) -> DedupOutcome {
+) -> Result<DedupOutcome, index::TooManyCandidates> {
     let k = kernel.num_perm();
     let n = corpus.ids.len();
     let t = config.choice.threshold;
@@ -348,13 +360,14 @@ pub fn dedup_signed(
     let t_band = Instant::now();
     // The band hash seed is derived from the kernel seed; it only has to be fixed within a run.
     let hasher = BandHasher::new(config.choice.banding, config.seed ^ 0x4c53_4842_414e_4453);
-    let mut cands = index::batch_candidates(
+    let mut cands = index::batch_candidates_limited(
         &corpus.signatures,
         k,
         &corpus.empty,
         &hasher,
         config.bucket_cap,
-    );
+        config.max_candidates,
+    )?;
     if corpus.loaded > 0 {
         // Pairs among loaded documents were reported by the run that saved them.
         let loaded = corpus.loaded as u32;
@@ -476,7 +489,7 @@ pub fn dedup_signed(
         .collect();
     stages.push(("group", t_group.elapsed().as_secs_f64()));
 
-    DedupOutcome {
+    Ok(DedupOutcome {
         ids: std::mem::take(&mut corpus.ids),
         loaded: corpus.loaded,
         empty_documents: corpus.empty[corpus.loaded..].iter().filter(|&&e| e).count() as u64,
@@ -487,7 +500,7 @@ pub fn dedup_signed(
         to_center,
         choice: config.choice,
         stage_seconds: stages,
-    }
+    })
 }
 
 fn fmt_opt(x: Option<f64>) -> String {

@@ -197,6 +197,34 @@ pub fn batch_candidates(
     hasher: &BandHasher,
     bucket_cap: usize,
 ) -> Candidates {
+    batch_candidates_limited(signatures, num_perm, empty, hasher, bucket_cap, u64::MAX)
+        .expect("no limit was set")
+}
+
+/// The banding produced more candidate pairs (counted with repeats across bands) than allowed: the S-curve is
+/// too permissive for this corpus. Raised before memory runs out, instead of being silently truncated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the banding produced more than {limit} candidate pairs (counted once per band) before stopping; the S-curve \
+     lets through too many dissimilar pairs for this corpus. Use more rows per band (a higher threshold), longer \
+     shingles, or raise --max-candidates"
+)]
+pub struct TooManyCandidates {
+    pub limit: u64,
+}
+
+/// [`batch_candidates`] that stops with an error once more than `max_pairs` pairs (with repeats across bands)
+/// have been emitted.
+pub fn batch_candidates_limited(
+    signatures: &[u32],
+    num_perm: usize,
+    empty: &[bool],
+    hasher: &BandHasher,
+    bucket_cap: usize,
+    max_pairs: u64,
+) -> Result<Candidates, TooManyCandidates> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let emitted = AtomicU64::new(0);
     let n = signatures.len() / num_perm;
     assert_eq!(
         signatures.len(),
@@ -291,13 +319,25 @@ pub fn batch_candidates(
                     if size > cap {
                         capped += 1;
                     }
+                    let before = out.len();
                     skipped += emit_group(&classes, cap, &mut out);
+                    let added = (out.len() - before) as u64;
+                    if emitted.fetch_add(added, Ordering::Relaxed) + added > max_pairs {
+                        break;
+                    }
                 }
                 i = j;
             }
             (out, shared, largest, capped, skipped)
         })
         .collect();
+    if emitted
+        .load(Ordering::Relaxed)
+        .saturating_add(pairs.len() as u64)
+        > max_pairs
+    {
+        return Err(TooManyCandidates { limit: max_pairs });
+    }
     for (band_pairs, shared, largest, capped, skipped) in per_band {
         pairs.extend(band_pairs);
         stats.shared_buckets += shared;
@@ -308,13 +348,13 @@ pub fn batch_candidates(
     pairs.par_sort_unstable();
     pairs.dedup();
     stats.candidates = pairs.len() as u64;
-    Candidates {
+    Ok(Candidates {
         pairs: pairs
             .into_iter()
             .map(|p| ((p >> 32) as u32, p as u32))
             .collect(),
         stats,
-    }
+    })
 }
 
 /// Emits the pairs across `classes` (and within a single class when only one is given) as `a << 32 | b`,
@@ -505,6 +545,23 @@ mod tests {
             uf.union(a, b);
         }
         assert!((0..n as u32).all(|d| uf.find(d) == uf.find(0)));
+    }
+
+    #[test]
+    fn too_many_candidates_is_an_error_not_a_truncation() {
+        let k = 4;
+        let banding = Banding::new(2, 2, k).unwrap();
+        let mut sigs = Vec::new();
+        for i in 0..100u32 {
+            sigs.extend([1, 2, i, 1000 + i]);
+        }
+        let empty = vec![false; 100];
+        let hasher = BandHasher::new(banding, 1);
+        let err =
+            batch_candidates_limited(&sigs, k, &empty, &hasher, usize::MAX, 1000).unwrap_err();
+        assert_eq!(err.limit, 1000);
+        let ok = batch_candidates_limited(&sigs, k, &empty, &hasher, usize::MAX, 4950).unwrap();
+        assert_eq!(ok.pairs.len(), 4950);
     }
 
     #[test]

@@ -1,0 +1,374 @@
+//! Plots with plotters, written as PNG and SVG: axis labels, a legend, error bars, and a theory curve
+//! overlaid where there is one. A grid of small multiples shares one legend per panel.
+//!
+//! plotters is built with only its `ab_glyph` text backend (no system fonts), so the DejaVu Sans font shipped in
+//! `data/fonts/` is compiled in and registered as "sans-serif" before the first plot.
+
+use anyhow::{Result, anyhow};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::Once;
+
+static FONT: &[u8] = include_bytes!("../../data/fonts/DejaVuSans.ttf");
+static REGISTER: Once = Once::new();
+
+fn register_font() {
+    REGISTER.call_once(|| {
+        // The bytes are a valid TrueType font shipped with the repository; a failure here is a build defect.
+        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
+            .map_err(|_| ())
+            .expect("data/fonts/DejaVuSans.ttf is not a valid font");
+    });
+}
+
+/// How a series is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// A solid line (theory curves, measured lines).
+    Line,
+    /// A thin dark line marking theory.
+    Theory,
+    /// Markers joined by a line.
+    LinePoints,
+    /// Markers only.
+    Points,
+}
+
+/// One named series. `err` holds (low, high) per point for error bars.
+#[derive(Clone, Debug)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+    pub err: Option<Vec<(f64, f64)>>,
+    pub style: Style,
+    /// Index into the palette, so a kernel has the same colour in every figure.
+    pub color: usize,
+}
+
+impl Series {
+    pub fn new(
+        label: impl Into<String>,
+        points: Vec<(f64, f64)>,
+        style: Style,
+        color: usize,
+    ) -> Self {
+        Series {
+            label: label.into(),
+            points,
+            err: None,
+            style,
+            color,
+        }
+    }
+    pub fn with_err(mut self, err: Vec<(f64, f64)>) -> Self {
+        self.err = Some(err);
+        self
+    }
+}
+
+/// One chart.
+#[derive(Clone, Debug)]
+pub struct Chart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    /// Plot x on a log2 axis (ticks labelled with the original values).
+    pub x_log2: bool,
+    pub x_range: Option<(f64, f64)>,
+    pub y_range: Option<(f64, f64)>,
+    pub series: Vec<Series>,
+    /// Horizontal reference lines (e.g. the acceptance band), drawn dashed-grey.
+    pub hlines: Vec<f64>,
+}
+
+impl Chart {
+    pub fn new(
+        title: impl Into<String>,
+        x_label: impl Into<String>,
+        y_label: impl Into<String>,
+    ) -> Chart {
+        Chart {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            x_log2: false,
+            x_range: None,
+            y_range: None,
+            series: Vec::new(),
+            hlines: Vec::new(),
+        }
+    }
+}
+
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+];
+
+/// The palette colour for `i`.
+pub fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+fn ranges(c: &Chart) -> ((f64, f64), (f64, f64)) {
+    let tx = |x: f64| if c.x_log2 { x.log2() } else { x };
+    let mut xs = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut ys = (f64::INFINITY, f64::NEG_INFINITY);
+    for s in &c.series {
+        for (i, &(x, y)) in s.points.iter().enumerate() {
+            if !x.is_finite() || !y.is_finite() {
+                continue;
+            }
+            xs = (xs.0.min(tx(x)), xs.1.max(tx(x)));
+            ys = (ys.0.min(y), ys.1.max(y));
+            if let Some(&(lo, hi)) = s.err.as_ref().and_then(|e| e.get(i)) {
+                ys = (ys.0.min(lo), ys.1.max(hi));
+            }
+        }
+    }
+    for &h in &c.hlines {
+        ys = (ys.0.min(h), ys.1.max(h));
+    }
+    if !xs.0.is_finite() {
+        xs = (0.0, 1.0);
+    }
+    if !ys.0.is_finite() {
+        ys = (0.0, 1.0);
+    }
+    let pad = |(a, b): (f64, f64), frac: f64| {
+        let w = if b > a { b - a } else { a.abs().max(1.0) };
+        (a - w * frac, b + w * frac)
+    };
+    let x = c
+        .x_range
+        .map(|(a, b)| (tx(a), tx(b)))
+        .unwrap_or_else(|| pad(xs, 0.03));
+    let y = c.y_range.unwrap_or_else(|| pad(ys, 0.06));
+    (x, y)
+}
+
+fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart, font: u32) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("plot `{}`: {e:?}", c.title);
+    let ((x0, x1), (y0, y1)) = ranges(c);
+    let log2 = c.x_log2;
+    let mut chart = ChartBuilder::on(area)
+        .caption(&c.title, ("sans-serif", font + 4))
+        .margin(8)
+        .x_label_area_size(font * 2 + 14)
+        .y_label_area_size(font * 3 + 18)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(e)?;
+    let fmt_x = move |v: &f64| {
+        if log2 {
+            format!("{}", 2f64.powf(*v).round())
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    chart
+        .configure_mesh()
+        .x_desc(&c.x_label)
+        .y_desc(&c.y_label)
+        .label_style(("sans-serif", font))
+        .axis_desc_style(("sans-serif", font + 2))
+        .x_label_formatter(&fmt_x)
+        .x_labels(if log2 {
+            ((x1 - x0).round() as usize + 1).max(2)
+        } else {
+            8
+        })
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(e)?;
+    for &h in &c.hlines {
+        chart
+            .draw_series(LineSeries::new(
+                vec![(x0, h), (x1, h)],
+                RGBColor(150, 150, 150).stroke_width(1),
+            ))
+            .map_err(e)?;
+    }
+    let tx = |x: f64| if log2 { x.log2() } else { x };
+    let mut labelled = false;
+    for s in &c.series {
+        let col = if s.style == Style::Theory {
+            RGBColor(0, 0, 0)
+        } else {
+            color(s.color)
+        };
+        let pts: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .map(|&(x, y)| (tx(x), y))
+            .collect();
+        if let Some(err) = &s.err {
+            let bars: Vec<_> = s
+                .points
+                .iter()
+                .zip(err)
+                .filter(|((x, _), (lo, hi))| x.is_finite() && lo.is_finite() && hi.is_finite())
+                .map(|(&(x, _), &(lo, hi))| PathElement::new(vec![(tx(x), lo), (tx(x), hi)], col))
+                .collect();
+            chart.draw_series(bars).map_err(e)?;
+        }
+        let anno = match s.style {
+            Style::Line => chart
+                .draw_series(LineSeries::new(pts, col.stroke_width(2)))
+                .map_err(e)?,
+            Style::Theory => chart
+                .draw_series(LineSeries::new(pts, col.stroke_width(1)))
+                .map_err(e)?,
+            Style::LinePoints => {
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), col.stroke_width(1)))
+                    .map_err(e)?;
+                chart
+                    .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, col.filled())))
+                    .map_err(e)?
+            }
+            Style::Points => chart
+                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, col.filled())))
+                .map_err(e)?,
+        };
+        if !s.label.is_empty() {
+            labelled = true;
+            anno.label(s.label.clone()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
+            });
+        }
+    }
+    if labelled {
+        chart
+            .configure_series_labels()
+            .label_font(("sans-serif", font))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(e)?;
+    }
+    Ok(())
+}
+
+/// Writes `stem.png` and `stem.svg`.
+pub fn save(c: &Chart, stem: &Path) -> Result<()> {
+    register_font();
+    let size = (900, 600);
+    let png = stem.with_extension("png");
+    {
+        let root = BitMapBackend::new(&png, size).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+        draw(&root, c, 14)?;
+        root.present()
+            .map_err(|e| anyhow!("cannot write {}: {e:?}", png.display()))?;
+    }
+    let svg = stem.with_extension("svg");
+    {
+        let root = SVGBackend::new(&svg, size).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+        draw(&root, c, 14)?;
+        root.present()
+            .map_err(|e| anyhow!("cannot write {}: {e:?}", svg.display()))?;
+    }
+    Ok(())
+}
+
+/// Writes a grid of small multiples, `cols` per row, as `stem.png` and `stem.svg`.
+pub fn save_grid(title: &str, charts: &[Chart], cols: usize, stem: &Path) -> Result<()> {
+    register_font();
+    let cols = cols.max(1);
+    let rows = charts.len().div_ceil(cols).max(1);
+    let size = (360 * cols as u32, 280 * rows as u32 + 40);
+    fn grid<DB: DrawingBackend>(
+        root: DrawingArea<DB, Shift>,
+        title: &str,
+        charts: &[Chart],
+        rows: usize,
+        cols: usize,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+        let root = root
+            .titled(title, ("sans-serif", 20))
+            .map_err(|e| anyhow!("{e:?}"))?;
+        for (area, c) in root.split_evenly((rows, cols)).iter().zip(charts) {
+            draw(area, c, 11)?;
+        }
+        root.present().map_err(|e| anyhow!("{e:?}"))?;
+        Ok(())
+    }
+    grid(
+        BitMapBackend::new(&stem.with_extension("png"), size).into_drawing_area(),
+        title,
+        charts,
+        rows,
+        cols,
+    )?;
+    grid(
+        SVGBackend::new(&stem.with_extension("svg"), size).into_drawing_area(),
+        title,
+        charts,
+        rows,
+        cols,
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charts_and_grids_are_written_as_png_and_svg_with_their_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Chart::new("S-curve 20x5", "Jaccard similarity", "P(candidate)");
+        let theory: Vec<(f64, f64)> = (0..=20)
+            .map(|i| {
+                let s = i as f64 / 20.0;
+                (s, 1.0 - (1.0 - s.powi(5)).powi(20))
+            })
+            .collect();
+        c.series
+            .push(Series::new("theory", theory.clone(), Style::Theory, 0));
+        c.series.push(
+            Series::new("scalar", theory.clone(), Style::Points, 0).with_err(
+                theory
+                    .iter()
+                    .map(|&(_, y)| (y * 0.9, (y * 1.1).min(1.0)))
+                    .collect(),
+            ),
+        );
+        let stem = dir.path().join("s");
+        save(&c, &stem).unwrap();
+        let png = std::fs::metadata(dir.path().join("s.png")).unwrap();
+        assert!(png.len() > 1000);
+        let svg = std::fs::read_to_string(dir.path().join("s.svg")).unwrap();
+        assert!(svg.contains("Jaccard similarity") && svg.contains("theory"));
+
+        let mut log = Chart::new("rel MSE", "k", "relative MSE");
+        log.x_log2 = true;
+        log.hlines = vec![1.0];
+        log.series.push(Series::new(
+            "simd",
+            vec![(32.0, 1.0), (512.0, 0.98)],
+            Style::LinePoints,
+            1,
+        ));
+        save_grid("grid", &[c, log], 2, &dir.path().join("g")).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("g.svg")).unwrap();
+        assert!(svg.contains("512") && svg.contains("relative MSE"));
+    }
+}

@@ -1,0 +1,363 @@
+//! The runner's machinery: where results go, one CSV per cell with its path derived from the cell's
+//! parameters (finished cells are skipped, `--force` reruns them), the provenance every row carries, and the
+//! self-checks each experiment makes of its own results.
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Provenance recorded with every result row.
+#[derive(Clone, Debug)]
+pub struct Meta {
+    pub git_commit: String,
+    pub cpu_model: String,
+    /// One line: CPU model, logical CPUs, OS, features.
+    pub machine: String,
+}
+
+impl Meta {
+    pub fn detect() -> Meta {
+        Meta {
+            git_commit: crate::machine::git_commit(),
+            cpu_model: crate::machine::cpu_model(),
+            machine: crate::machine::describe(),
+        }
+    }
+}
+
+/// Everything an experiment needs to run: where to write, whether to skip finished cells, provenance.
+pub struct Ctx {
+    /// `OUT/<name>` (or `OUT/quick/<name>`).
+    pub dir: PathBuf,
+    pub quick: bool,
+    pub force: bool,
+    /// Threads for "all threads" (`--threads`, else every logical CPU).
+    pub threads: usize,
+    pub meta: Meta,
+    /// The config file, for the regenerate command in reports.
+    pub source: PathBuf,
+    pub seed: u64,
+    computed: AtomicUsize,
+    skipped: AtomicUsize,
+}
+
+/// The parameters that identify one cell, in a fixed order. They name its result file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CellKey(pub Vec<(&'static str, String)>);
+
+impl CellKey {
+    pub fn new() -> CellKey {
+        CellKey(Vec::new())
+    }
+    pub fn with(mut self, name: &'static str, value: impl ToString) -> CellKey {
+        self.0.push((name, value.to_string()));
+        self
+    }
+    /// A file name: `name-value` pairs joined by `__`, with characters outside `[A-Za-z0-9.-]` replaced by
+    /// `_` (so `char:5` becomes `char_5`).
+    pub fn file_name(&self) -> String {
+        let clean = |s: &str| -> String {
+            s.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect()
+        };
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|(k, v)| format!("{}-{}", clean(k), clean(v)))
+            .collect();
+        format!("{}.csv", parts.join("__"))
+    }
+    /// A short human label, `k=v, ...`.
+    pub fn label(&self) -> String {
+        self.0
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl Default for CellKey {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Ctx {
+    pub fn new(
+        out: &Path,
+        name: &str,
+        quick: bool,
+        force: bool,
+        threads: usize,
+        source: &Path,
+        seed: u64,
+    ) -> Ctx {
+        let dir = if quick {
+            out.join("quick").join(name)
+        } else {
+            out.join(name)
+        };
+        Ctx {
+            dir,
+            quick,
+            // A quick run is a check of the code that is running now: never reuse old cells.
+            force: force || quick,
+            threads,
+            meta: Meta::detect(),
+            source: source.to_path_buf(),
+            seed,
+            computed: AtomicUsize::new(0),
+            skipped: AtomicUsize::new(0),
+        }
+    }
+
+    /// The file holding a cell's rows.
+    pub fn cell_path(&self, key: &CellKey) -> PathBuf {
+        self.dir.join("cells").join(key.file_name())
+    }
+
+    /// Runs one cell, or reads its rows back when its file exists (unless `--force`). Rows are written to a
+    /// temporary file and renamed, so an interrupted run never leaves a half-written cell behind.
+    pub fn cell<R, F>(&self, key: &CellKey, compute: F) -> Result<Vec<R>>
+    where
+        R: Serialize + DeserializeOwned,
+        F: FnOnce() -> Result<Vec<R>>,
+    {
+        let path = self.cell_path(key);
+        if !self.force && path.exists() {
+            let rows = read_csv(&path).with_context(|| {
+                format!(
+                    "reading the finished cell {} (rerun with --force to recompute it)",
+                    path.display()
+                )
+            })?;
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+            return Ok(rows);
+        }
+        let rows = compute().with_context(|| format!("cell {}", key.label()))?;
+        write_csv(&path, &rows)?;
+        self.computed.fetch_add(1, Ordering::Relaxed);
+        Ok(rows)
+    }
+
+    /// (computed, skipped) cell counts so far.
+    pub fn counts(&self) -> (usize, usize) {
+        (
+            self.computed.load(Ordering::Relaxed),
+            self.skipped.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The command that regenerates this experiment's results.
+    pub fn command(&self) -> String {
+        format!(
+            "cargo run --release -- run {}{}",
+            self.source.display(),
+            if self.quick { " --quick" } else { "" }
+        )
+    }
+
+    /// A path inside the experiment's folder, creating the folder.
+    pub fn file(&self, name: &str) -> Result<PathBuf> {
+        std::fs::create_dir_all(&self.dir)
+            .with_context(|| format!("cannot create {}", self.dir.display()))?;
+        Ok(self.dir.join(name))
+    }
+}
+
+/// Writes rows as CSV with a header, atomically (temporary file, then rename).
+pub fn write_csv<R: Serialize>(path: &Path, rows: &[R]) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let tmp = path.with_extension("csv.tmp");
+    {
+        let mut w = csv::Writer::from_path(&tmp)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        for row in rows {
+            w.serialize(row)?;
+        }
+        w.flush()?;
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+pub fn read_csv<R: DeserializeOwned>(path: &Path) -> Result<Vec<R>> {
+    let mut r =
+        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut rows = Vec::new();
+    for (i, row) in r.deserialize().enumerate() {
+        rows.push(row.with_context(|| format!("{}: row {}", path.display(), i + 2))?);
+    }
+    Ok(rows)
+}
+
+/// One self-check: what was checked, whether it held, and the numbers behind the verdict.
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct Check {
+    pub experiment: String,
+    pub name: String,
+    pub passed: bool,
+    pub detail: String,
+}
+
+/// Collects an experiment's checks.
+#[derive(Debug, Default)]
+pub struct Checks {
+    pub experiment: String,
+    pub list: Vec<Check>,
+    /// Comparisons reported but not checked (where theory gives no firm prediction), shown in the summary.
+    pub notes: Vec<String>,
+}
+
+impl Checks {
+    pub fn new(experiment: &str) -> Checks {
+        Checks {
+            experiment: experiment.to_string(),
+            list: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+    pub fn expect(&mut self, name: impl Into<String>, passed: bool, detail: impl Into<String>) {
+        self.list.push(Check {
+            experiment: self.experiment.clone(),
+            name: name.into(),
+            passed,
+            detail: detail.into(),
+        });
+    }
+    /// Records a comparison that is reported, not checked.
+    pub fn note(&mut self, text: impl Into<String>) {
+        self.notes.push(text.into());
+    }
+    pub fn failed(&self) -> impl Iterator<Item = &Check> {
+        self.list.iter().filter(|c| !c.passed)
+    }
+    /// Writes `checks.csv` and returns a markdown list of the checks.
+    pub fn write(&self, ctx: &Ctx) -> Result<String> {
+        write_csv(&ctx.file("checks.csv")?, &self.list)?;
+        let mut md = String::new();
+        for c in &self.list {
+            md.push_str(&format!(
+                "- {} **{}**: {}\n",
+                if c.passed { "PASS" } else { "FAIL" },
+                c.name,
+                c.detail
+            ));
+        }
+        for n in &self.notes {
+            md.push_str(&format!("- NOTE (reported, not checked): {n}\n"));
+        }
+        Ok(md)
+    }
+}
+
+/// Turns failed checks into a loud error naming each one.
+pub fn fail_on(checks: &[Check]) -> Result<()> {
+    let failed: Vec<&Check> = checks.iter().filter(|c| !c.passed).collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let mut msg = format!("{} self-check(s) failed:", failed.len());
+    for c in failed {
+        msg.push_str(&format!("\n  [{}] {}: {}", c.experiment, c.name, c.detail));
+    }
+    bail!(msg)
+}
+
+/// A seed for one cell, from the experiment seed and the cell's parameters (not its position), so results do
+/// not depend on the order or the thread that runs the cell.
+pub fn cell_seed(seed: u64, parts: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(parts.as_bytes(), seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    struct Row {
+        kernel: String,
+        value: f64,
+    }
+
+    #[test]
+    fn cell_paths_come_from_the_parameters() {
+        let key = CellKey::new()
+            .with("kernel", "oph-opt")
+            .with("shingle", "char:5")
+            .with("k", 128);
+        assert_eq!(key.file_name(), "kernel-oph-opt__shingle-char_5__k-128.csv");
+        let other = CellKey::new()
+            .with("kernel", "oph-opt")
+            .with("shingle", "char:5")
+            .with("k", 64);
+        assert_ne!(key.file_name(), other.file_name());
+    }
+
+    #[test]
+    fn finished_cells_are_skipped_and_force_reruns_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = Path::new("x.toml");
+        let key = CellKey::new().with("kernel", "scalar");
+        let runs = AtomicUsize::new(0);
+        let compute = || {
+            runs.fetch_add(1, Ordering::Relaxed);
+            Ok(vec![Row {
+                kernel: "scalar".into(),
+                value: 0.5,
+            }])
+        };
+        let ctx = Ctx::new(dir.path(), "e", false, false, 1, src, 1);
+        let first: Vec<Row> = ctx.cell(&key, compute).unwrap();
+        let again: Vec<Row> = ctx.cell(&key, compute).unwrap();
+        assert_eq!(first, again);
+        assert_eq!(runs.load(Ordering::Relaxed), 1);
+        assert_eq!(ctx.counts(), (1, 1));
+        assert!(ctx.cell_path(&key).starts_with(dir.path().join("e/cells")));
+
+        let forced = Ctx::new(dir.path(), "e", false, true, 1, src, 1);
+        let _: Vec<Row> = forced.cell(&key, compute).unwrap();
+        assert_eq!(runs.load(Ordering::Relaxed), 2);
+
+        // --quick writes elsewhere and always recomputes.
+        let quick = Ctx::new(dir.path(), "e", true, false, 1, src, 1);
+        assert!(quick.dir.ends_with("quick/e"));
+        let _: Vec<Row> = quick.cell(&key, compute).unwrap();
+        let _: Vec<Row> = quick.cell(&key, compute).unwrap();
+        assert_eq!(runs.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn a_failing_compute_leaves_no_cell_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = Ctx::new(dir.path(), "e", false, false, 1, Path::new("x.toml"), 1);
+        let key = CellKey::new().with("kernel", "scalar");
+        let r: Result<Vec<Row>> = ctx.cell(&key, || anyhow::bail!("boom"));
+        assert!(format!("{:#}", r.unwrap_err()).contains("kernel=scalar"));
+        assert!(!ctx.cell_path(&key).exists());
+    }
+
+    #[test]
+    fn fail_on_names_every_failed_check() {
+        let mut c = Checks::new("accuracy");
+        c.expect("fine", true, "ok");
+        c.expect("rel MSE in band", false, "1.4 outside [0.9, 1.1]");
+        let err = fail_on(&c.list).unwrap_err().to_string();
+        assert!(err.contains("rel MSE in band") && err.contains("[accuracy]"));
+        assert!(!err.contains("fine"));
+        assert!(fail_on(&c.list[..1]).is_ok());
+    }
+}
