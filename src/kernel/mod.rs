@@ -6,6 +6,7 @@
 //! OWNER: kernels helper (scalar.rs, simd.rs, oph.rs and the bodies here).
 
 pub mod family;
+pub mod fss;
 pub mod oph;
 pub mod scalar;
 pub mod simd;
@@ -132,7 +133,13 @@ pub struct KernelSpec {
 
 /// Every kernel, by name. The first entry is the reference the others are checked against where they share a
 /// hash family.
-pub static KERNELS: &[KernelSpec] = &[scalar::SPEC, simd::SPEC, oph::SPEC_OPT, oph::SPEC_ROT];
+pub static KERNELS: &[KernelSpec] = &[
+    scalar::SPEC,
+    simd::SPEC,
+    oph::SPEC_OPT,
+    oph::SPEC_ROT,
+    fss::SPEC,
+];
 
 /// Builds the kernel called `name`.
 pub fn build(name: &str, params: &KernelParams) -> anyhow::Result<Box<dyn Kernel>> {
@@ -159,7 +166,7 @@ pub fn names() -> Vec<&'static str> {
 /// The kernel flags shared by `lshbench sketch` and friends.
 #[derive(clap::Args, Clone, Debug)]
 pub struct KernelArgs {
-    /// Signature kernel: scalar, simd, oph-opt or oph-rot (`lshbench info` lists them).
+    /// Signature kernel: scalar, simd, oph-opt, oph-rot or fss (`lshbench info` lists them).
     #[arg(long, default_value = "simd")]
     pub kernel: String,
     /// k, the number of 32-bit slots per signature.

@@ -1,0 +1,307 @@
+//! `fss`: Fast Similarity Sketching (Dahlgaard, Knudsen, Thorup, FOCS 2017).
+//!
+//! k bins, rounds `i = 0, 1, ..., 2k-1`. In round `i < k` every element x goes to bin `h_i(x)`, uniform over
+//! `0..k`; in round `i >= k` every element goes to bin `i - k`. The value an element offers in round i is
+//! `i + u_i(x)`, the round number plus a uniform fraction, and each bin keeps its minimum. A value from round i
+//! always beats one from a later round, so once every bin holds something no later round can change the
+//! sketch: we stop there and get exactly the full 2k-round output. Rounds `>= k` guarantee termination (round
+//! `k + j` fills bin j for any non-empty set). When |A| is well above k ln k, round 0 alone fills every bin
+//! (it is then one-permutation hashing), so the cost is one mix per element; for smaller sets the expected
+//! number of rounds is about `k ln k / |A|`, for an expected time of O(|A| + k log k) (coupon collector).
+//!
+//! Hashing: `round_seed[i]` is the i-th `next_u64` of xoshiro256++ seeded with `seed_from_u64(seed)`, and
+//! `h = mix64(id ^ round_seed[i])` (the SplitMix64 finaliser, a strong bijective mixer, so structured ids such
+//! as consecutive integers behave like random ones). The bin is the multiply-range reduction of the high 32
+//! bits, `(hi32(h) * k) >> 32` (uniform for any k, not only powers of two); the fraction is the top
+//! `F = 32 - B` bits of the low 32 bits, `lo32(h) >> B`.
+//!
+//! Encoding: a slot is the 32-bit word `(i << F) | fraction`, with `B = ceil(log2(2k))` bits for the round
+//! (rounds run to 2k - 1) and `F = 32 - B` for the fraction (24 bits at k = 128). Comparing words compares
+//! `(round, fraction)` lexicographically, which is the order of `i + u_i(x)`. The one word `u32::MAX` (round
+//! 2k - 1 with an all-ones fraction, possible when 2k is a power of two) is capped to `u32::MAX - 1`, so that
+//! `u32::MAX` marks an empty bin while signing and the empty set's signature (every slot `u32::MAX`) is never
+//! produced by a non-empty set.
+//!
+//! Why slots collide with probability J: for fully random hashing, each element x of A u B has in bin j its
+//! best value `v_j(x) = min over rounds i that send x to j of (i, u_i(x))`, and the `v_j(x)` are i.i.d. over
+//! elements, so the argmin over A u B is uniform over A u B. Slot j of A equals slot j of B when that argmin
+//! lies in A n B, probability J. The only other way is a tie: two distinct elements with the same round and the
+//! same F-bit fraction at the minimum, which can only add agreements: `J <= Pr[slot_j(A) = slot_j(B)] <=
+//! J + Pr[tie at the minimum]`. If N elements land in the bin in its deciding round, the smallest two of N
+//! uniform F-bit fractions coincide with probability about `N / 2^F`; in the common case (round 0) N has mean
+//! |A u B| / k, so the excess is about `|A u B| / (k 2^F)`: 5e-5 for 10^5 elements at k = 128. k is capped at
+//! [`MAX_NUM_PERM`] so that F >= 16.
+//!
+//! The estimator is the fraction of equal slots. Bins filled by different elements of one round are
+//! negatively dependent (an element lands in one bin per round), which makes the variance at most classic
+//! MinHash's J(1-J)/k and lower on small sets, where each element wins several bins.
+
+use super::family::mix64;
+use super::{Isa, Kernel, KernelParams, KernelSpec};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
+
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "fss",
+    about: "Fast Similarity Sketching (Dahlgaard-Knudsen-Thorup 2017): k bins, rounds until all are filled",
+    build: build_fss,
+};
+
+/// The largest k: 2k rounds need `B = ceil(log2(2k))` bits, and we keep at least 16 fraction bits.
+pub const MAX_NUM_PERM: usize = 1 << 15;
+
+/// The marker of a bin not yet filled while signing.
+const EMPTY: u32 = u32::MAX;
+
+/// Ids mixed per batch.
+const CHUNK: usize = 256;
+
+fn build_fss(p: &KernelParams) -> anyhow::Result<Box<dyn Kernel>> {
+    if p.num_perm > MAX_NUM_PERM {
+        anyhow::bail!(
+            "fss supports num_perm up to {MAX_NUM_PERM} (a slot keeps at least 16 fraction bits beside the round)"
+        );
+    }
+    Ok(Box::new(Fss::new(p.num_perm, p.seed).with_isa(p.isa)))
+}
+
+/// `out[i] = bin << 32 | value` for `ids[i]` in one round: `h = mix64(id ^ seed)`,
+/// `bin = (hi32(h) * k) >> 32`, `value = round_bits | (lo32(h) >> frac_shift)` (see the module docs).
+/// Runs the AVX-512 compilation of the same code when allowed (exact integer arithmetic: same output).
+#[inline]
+fn round_values(
+    ids: &[u64],
+    seed: u64,
+    k: u64,
+    round_bits: u32,
+    frac_shift: u32,
+    wide: bool,
+    out: &mut [u64],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if wide {
+        // SAFETY: `wide` is only set after checking that the CPU supports AVX-512 F/DQ/BW/VL.
+        unsafe { round_values_avx512(ids, seed, k, round_bits, frac_shift, out) };
+        return;
+    }
+    round_values_plain(ids, seed, k, round_bits, frac_shift, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn round_values_avx512(
+    ids: &[u64],
+    seed: u64,
+    k: u64,
+    round_bits: u32,
+    frac_shift: u32,
+    out: &mut [u64],
+) {
+    round_values_plain(ids, seed, k, round_bits, frac_shift, out)
+}
+
+#[inline(always)]
+fn round_values_plain(
+    ids: &[u64],
+    seed: u64,
+    k: u64,
+    round_bits: u32,
+    frac_shift: u32,
+    out: &mut [u64],
+) {
+    for (o, &id) in out.iter_mut().zip(ids) {
+        let h = mix64(id ^ seed);
+        let bin = ((h >> 32) * k) >> 32;
+        let value = (round_bits | ((h as u32) >> frac_shift)).min(EMPTY - 1) as u64;
+        *o = (bin << 32) | value;
+    }
+}
+
+/// Fast Similarity Sketching.
+pub struct Fss {
+    num_perm: usize,
+    /// One mixing seed per round, 2k of them.
+    round_seeds: Vec<u64>,
+    /// B, the bits of the round number; the fraction is `lo32(h) >> B`.
+    frac_shift: u32,
+    /// F = 32 - B; the round number sits at `i << F`.
+    round_shift: u32,
+    /// Whether the mixing loop runs its AVX-512 build (same output either way).
+    wide: bool,
+}
+
+impl Fss {
+    /// Panics if `num_perm` is 0 or above [`MAX_NUM_PERM`] (the registry's builder reports both as errors).
+    pub fn new(num_perm: usize, seed: u64) -> Fss {
+        assert!(
+            (1..=MAX_NUM_PERM).contains(&num_perm),
+            "fss: num_perm must be in 1..={MAX_NUM_PERM}"
+        );
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let round_seeds = (0..2 * num_perm).map(|_| rng.next_u64()).collect();
+        let frac_shift = Fss::round_bits(num_perm);
+        Fss {
+            num_perm,
+            round_seeds,
+            frac_shift,
+            round_shift: 32 - frac_shift,
+            wide: super::wide_vectors(),
+        }
+    }
+
+    /// B = ceil(log2(2k)): the bits that hold round numbers 0..2k-1.
+    pub fn round_bits(num_perm: usize) -> u32 {
+        usize::BITS - (2 * num_perm - 1).leading_zeros()
+    }
+
+    /// Forces the instruction set of the mixing loop: AVX-512 (if this CPU has it) or plain code for any other
+    /// choice; `None` keeps [`Isa::detect`]'s choice.
+    pub fn with_isa(mut self, isa: Option<Isa>) -> Fss {
+        if let Some(isa) = isa {
+            self.wide = isa == Isa::Avx512 && isa.supported();
+        }
+        self
+    }
+
+    /// Signs `ids` into `out` and returns the number of rounds run (the last round that filled a bin, plus
+    /// one; 0 for the empty set). Rounds `>= k` that find their bin already filled are skipped without hashing.
+    pub fn sign_counting_rounds(&self, ids: &[u64], out: &mut [u32]) -> usize {
+        let k = self.num_perm;
+        assert_eq!(out.len(), k, "output length must be num_perm");
+        out.fill(EMPTY);
+        if ids.is_empty() {
+            return 0;
+        }
+        let mut packed = [0u64; CHUNK];
+        // Round 0, the common case: one-permutation hashing with a branch-free min update, as in `oph`.
+        for chunk in ids.chunks(CHUNK) {
+            let packed = &mut packed[..chunk.len()];
+            self.mix(chunk, 0, packed);
+            for &bv in packed.iter() {
+                let bin = (bv >> 32) as usize;
+                debug_assert!(bin < k);
+                // SAFETY: bin = (hi32(h) * k) >> 32 < k = out.len() (asserted at the top), as hi32(h) < 2^32.
+                let slot = unsafe { out.get_unchecked_mut(bin) };
+                *slot = (*slot).min(bv as u32);
+            }
+        }
+        let mut filled = out.iter().filter(|&&v| v != EMPTY).count();
+        let mut rounds = 1;
+        // Rounds 1..k: random bins, counting the bins each round fills so the stop test is O(1).
+        while filled < k && rounds < k {
+            let round = rounds;
+            for chunk in ids.chunks(CHUNK) {
+                let packed = &mut packed[..chunk.len()];
+                self.mix(chunk, round, packed);
+                for &bv in packed.iter() {
+                    let bin = (bv >> 32) as usize;
+                    debug_assert!(bin < k);
+                    // SAFETY: as in round 0.
+                    let slot = unsafe { out.get_unchecked_mut(bin) };
+                    // Branch-free; values are < EMPTY, so a slot is counted once, when it is first filled.
+                    filled += (*slot == EMPTY) as usize;
+                    *slot = (*slot).min(bv as u32);
+                }
+            }
+            rounds += 1;
+        }
+        // Rounds k..2k: round k + j sends every element to bin j; only still-empty bins need it.
+        if filled < k {
+            for (j, slot) in out.iter_mut().enumerate() {
+                if *slot != EMPTY {
+                    continue;
+                }
+                let round = k + j;
+                let mut best = EMPTY;
+                for chunk in ids.chunks(CHUNK) {
+                    let packed = &mut packed[..chunk.len()];
+                    self.mix(chunk, round, packed);
+                    best = packed.iter().fold(best, |m, &bv| m.min(bv as u32));
+                }
+                *slot = best;
+                filled += 1;
+                rounds = round + 1;
+                if filled == k {
+                    break;
+                }
+            }
+        }
+        debug_assert_eq!(filled, k);
+        rounds
+    }
+
+    #[inline]
+    fn mix(&self, ids: &[u64], round: usize, out: &mut [u64]) {
+        round_values(
+            ids,
+            self.round_seeds[round],
+            self.num_perm as u64,
+            (round as u32) << self.round_shift,
+            self.frac_shift,
+            self.wide,
+            out,
+        )
+    }
+}
+
+impl Kernel for Fss {
+    fn name(&self) -> &'static str {
+        "fss"
+    }
+    fn num_perm(&self) -> usize {
+        self.num_perm
+    }
+    fn isa(&self) -> Isa {
+        if self.wide { Isa::Avx512 } else { Isa::Scalar }
+    }
+    fn sign(&self, ids: &[u64], out: &mut [u32]) {
+        // The empty set leaves every slot EMPTY = u32::MAX: the defined empty signature.
+        self.sign_counting_rounds(ids, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_bits_hold_every_round_number() {
+        for k in [1usize, 2, 3, 4, 5, 64, 100, 128, 129, 256, MAX_NUM_PERM] {
+            let b = Fss::round_bits(k);
+            assert!(((2 * k - 1) as u64) < (1u64 << b), "k={k}");
+            assert!(
+                ((2 * k - 1) as u64) >= (1u64 << (b - 1)),
+                "k={k}: B={b} is not minimal"
+            );
+            assert!(32 - b >= 16, "k={k}");
+        }
+        assert_eq!(Fss::round_bits(128), 8);
+    }
+
+    #[test]
+    fn avx512_and_plain_round_loops_agree() {
+        let ids: Vec<u64> = (0..1000u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i)
+            .collect();
+        for k in [1u64, 7, 100, 128, 1000] {
+            let b = Fss::round_bits(k as usize);
+            for round in [0u32, 1, (2 * k - 1) as u32] {
+                let bits = round << (32 - b);
+                let mut plain = vec![0u64; ids.len()];
+                round_values_plain(&ids, 5, k, bits, b, &mut plain);
+                assert!(
+                    plain
+                        .iter()
+                        .all(|&bv| (bv >> 32) < k && (bv as u32) >> (32 - b) == round)
+                );
+                #[cfg(target_arch = "x86_64")]
+                if Isa::Avx512.supported() {
+                    let mut wide = vec![0u64; ids.len()];
+                    // SAFETY: checked just above that the CPU supports AVX-512 F/DQ/BW/VL.
+                    unsafe { round_values_avx512(&ids, 5, k, bits, b, &mut wide) };
+                    assert_eq!(plain, wide, "k={k} round={round}");
+                }
+            }
+        }
+    }
+}
