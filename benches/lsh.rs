@@ -86,7 +86,7 @@ fn bench(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default().sample_size(10);
+    config = Criterion::default().sample_size(10).without_plots();
     targets = bench
 }
 criterion_main!(benches);

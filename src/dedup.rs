@@ -89,7 +89,7 @@ pub struct DedupArgs {
     pub bucket_cap: usize,
     /// Stop with an error when banding emits more candidate pairs than this (counted once per band): a guard
     /// against an S-curve far too permissive for the corpus, which would otherwise exhaust memory.
-    #[arg(long, default_value_t = 100_000_000)]
+    #[arg(long, default_value_t = 20_000_000)]
     pub max_candidates: u64,
     /// Member pairs examined per group for the chaining columns; larger groups are sampled (seeded).
     #[arg(long, default_value_t = 2000)]

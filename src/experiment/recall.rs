@@ -7,15 +7,18 @@
 //! construction) and by the signature estimate, with the time of each stage.
 //!
 //! Checked: the pairs found are not below what the S-curve predicts from the true pairs' exact similarities,
-//! sum_i P(J_i; b, r), by more than a one-sided normal bound on that Poisson-binomial count, at a
-//! Bonferroni-corrected level over all rows (family-wise false-alarm rate `family_alpha`).
+//! sum_i P(J_i; b, r), by more than a one-sided normal bound, at a Bonferroni-corrected level over all rows
+//! (family-wise false-alarm rate `family_alpha`). Pairs are not independent draws: every pair sees the same
+//! hash functions, and pairs inside a cluster of near-duplicates share most shingles, so their collisions are
+//! correlated. The bound therefore groups the true pairs by connected component of the truth graph and takes
+//! the worst case (perfect correlation) inside a component, independence across components.
 
 use super::config::{BandsRows, RecallConfig, RecallStudy};
 use super::deps::{self, p_candidate};
 use super::plot::{Chart, Series, Style};
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, write_csv};
-use super::stats::{poisson_binomial_lower, z_one_sided};
+use super::stats::{grouped_bernoulli_lower, z_one_sided};
 use crate::exact::SimilarPair;
 use crate::lsh::index::{BandHasher, batch_candidates};
 use crate::lsh::scurve::Banding;
@@ -213,14 +216,14 @@ fn run_cell(
 pub fn check(
     family_alpha: f64,
     rows: &[RecallRow],
-    ps_of: &dyn Fn(&RecallRow) -> Vec<f64>,
+    ps_of: &dyn Fn(&RecallRow) -> Vec<(usize, f64)>,
     checks: &mut Checks,
 ) {
     let checked: Vec<&RecallRow> = rows.iter().filter(|r| r.true_pairs > 0).collect();
     let z = z_one_sided(1.0 - family_alpha / checked.len().max(1) as f64);
     let mut bad = Vec::new();
     for r in &checked {
-        let lower = poisson_binomial_lower(&ps_of(r), z);
+        let lower = grouped_bernoulli_lower(&ps_of(r), z);
         if (r.found as f64) < lower {
             bad.push(format!(
                 "{} {} {}x{} t={}: found {} of {} true pairs, S-curve lower bound {:.1} (predicted recall {:.3})",
@@ -259,6 +262,25 @@ pub fn check(
             bad_precision.join("; ")
         },
     );
+}
+
+/// The connected component (its root) of every document under the given edges (union-find with path halving).
+fn components(n: usize, edges: impl Iterator<Item = (u32, u32)>) -> Vec<usize> {
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn find(parent: &mut [usize], mut x: usize) -> usize {
+        while parent[x] != x {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        x
+    }
+    for (a, b) in edges {
+        let (ra, rb) = (find(&mut parent, a as usize), find(&mut parent, b as usize));
+        if ra != rb {
+            parent[ra] = rb;
+        }
+    }
+    (0..n).map(|i| find(&mut parent, i)).collect()
 }
 
 pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
@@ -310,7 +332,7 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
 
     let mut checks = Checks::new("recall");
     // The per-pair probabilities need the exact J of every true pair; recompute from the prepared truth.
-    let ps_of = |r: &RecallRow| -> Vec<f64> {
+    let ps_of = |r: &RecallRow| -> Vec<(usize, f64)> {
         let Some(i) = cfg.study.iter().position(|s| s.name == r.study) else {
             return Vec::new();
         };
@@ -319,10 +341,15 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
             bands: r.bands,
             rows: r.rows,
         };
-        prep.truth
+        let pairs: Vec<&SimilarPair> = prep
+            .truth
             .iter()
             .filter(|p| p.jaccard >= r.threshold)
-            .map(|p| p_candidate(p.jaccard, br))
+            .collect();
+        let components = components(prep.sets.len(), pairs.iter().map(|p| (p.a, p.b)));
+        pairs
+            .iter()
+            .map(|p| (components[p.a as usize], p_candidate(p.jaccard, br)))
             .collect()
     };
     check(cfg.family_alpha, &rows, &ps_of, &mut checks);
@@ -462,12 +489,22 @@ mod tests {
     #[test]
     fn recall_check_fails_when_pairs_go_missing() {
         // 1000 true pairs at J = 0.5 under 42x3: P = 0.9963 each, so about 996 expected, sd about 1.9.
-        let ps = |_: &RecallRow| vec![p_candidate(0.5, BandsRows { bands: 42, rows: 3 }); 1000];
+        // Independent pairs (each its own component).
+        let p = p_candidate(0.5, BandsRows { bands: 42, rows: 3 });
+        let ps = |_: &RecallRow| (0..1000).map(|i| (i, p)).collect::<Vec<_>>();
         let mut c = Checks::new("recall");
         check(1e-3, &[row(995, 1000)], &ps, &mut c);
         assert!(c.failed().next().is_none(), "{:?}", c.list);
         let mut c = Checks::new("recall");
         check(1e-3, &[row(900, 1000)], &ps, &mut c);
         assert!(c.failed().next().is_some());
+    }
+
+    #[test]
+    fn components_follow_the_edges() {
+        let c = components(5, [(0u32, 1u32), (1, 2)].into_iter());
+        assert_eq!(c[0], c[2]);
+        assert_ne!(c[0], c[3]);
+        assert_ne!(c[3], c[4]);
     }
 }

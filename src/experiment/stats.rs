@@ -178,6 +178,20 @@ pub fn poisson_binomial_lower(ps: &[f64], z: f64) -> f64 {
     mean - z * var.sqrt()
 }
 
+/// A one-sided lower bound on a sum of Bernoulli(p_i) draws that may be correlated within groups but are
+/// independent across groups: mean - z * sqrt(sum over groups of (sum of sd_i in the group)^2). Within a group
+/// the bound takes the worst case, perfect correlation (Cauchy-Schwarz), so it holds whatever the dependence.
+/// `draws` holds (group, p) pairs.
+pub fn grouped_bernoulli_lower(draws: &[(usize, f64)], z: f64) -> f64 {
+    let mean: f64 = draws.iter().map(|d| d.1).sum();
+    let mut sd_by_group: std::collections::HashMap<usize, f64> = std::collections::HashMap::new();
+    for &(g, p) in draws {
+        *sd_by_group.entry(g).or_default() += (p * (1.0 - p)).sqrt();
+    }
+    let var: f64 = sd_by_group.values().map(|s| s * s).sum();
+    mean - z * var.sqrt()
+}
+
 #[cfg(test)]
 #[allow(clippy::excessive_precision)]
 mod tests {
@@ -236,6 +250,17 @@ mod tests {
         let (lo, hi) = wilson(50, 100, 1.96);
         assert!((lo + hi - 1.0).abs() < 1e-12);
         assert!((hi - 0.596_170_171_409_852_8).abs() < 1e-12, "{hi}");
+    }
+
+    #[test]
+    fn grouped_bound_is_wider_than_the_independent_one_and_equal_for_singletons() {
+        let ps: Vec<f64> = vec![0.9; 100];
+        let singles: Vec<(usize, f64)> = ps.iter().enumerate().map(|(i, &p)| (i, p)).collect();
+        let one_group: Vec<(usize, f64)> = ps.iter().map(|&p| (0, p)).collect();
+        let a = poisson_binomial_lower(&ps, 3.0);
+        assert!((grouped_bernoulli_lower(&singles, 3.0) - a).abs() < 1e-9);
+        // One fully correlated group: sd = 100 * 0.3 = 30.
+        assert!((grouped_bernoulli_lower(&one_group, 3.0) - (90.0 - 90.0)).abs() < 1e-9);
     }
 
     #[test]

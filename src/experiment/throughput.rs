@@ -1,6 +1,340 @@
-//! The throughput experiment (being written).
+//! Throughput of every kernel by k and shingle kind, on real and synthetic corpora, on one thread and on all
+//! threads: docs/s, MB/s of text and shingles/s, with shingling timed apart from signing, plus the fused
+//! text-in/signatures-out time. Timings are data, not checks (medians of `repeats` runs; the machine is
+//! shared, see BENCHMARKING.md). The one check: signatures are identical whatever the thread count.
+
 use super::config::ThroughputConfig;
-use super::runner::{Checks, Ctx};
-pub fn run(_ctx: &Ctx, _cfg: &ThroughputConfig) -> anyhow::Result<Checks> {
-    anyhow::bail!("the throughput experiment is not written yet")
+use super::deps;
+use super::plot::{Chart, Series, Style};
+use super::report::{Table, f, write_summary};
+use super::runner::{CellKey, Checks, Ctx, write_csv};
+use anyhow::{Context, Result};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ThroughputRow {
+    pub dataset: String,
+    pub docs: usize,
+    pub bytes: usize,
+    pub kernel: String,
+    pub isa: String,
+    pub seed: u64,
+    pub num_perm: usize,
+    pub shingle: String,
+    pub threads: usize,
+    pub repeats: usize,
+    /// Shingle ids produced (with repeats), i.e. what the kernel consumed.
+    pub shingles: u64,
+    /// Median seconds: shingling alone, signing pre-split shingles alone, and both fused per document.
+    pub shingle_seconds: f64,
+    pub sign_seconds: f64,
+    pub fused_seconds: f64,
+    pub fused_docs_per_s: f64,
+    pub fused_mb_per_s: f64,
+    pub shingle_mb_per_s: f64,
+    pub sign_shingles_per_s: f64,
+    /// xxh3 of all signatures, to confirm thread-count invariance.
+    pub signature_digest: String,
+    pub git_commit: String,
+    pub cpu_model: String,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn timed<T>(repeats: usize, mut f: impl FnMut() -> T) -> (f64, T) {
+    let mut times = Vec::with_capacity(repeats);
+    let mut last = None;
+    for _ in 0..repeats {
+        let t = Instant::now();
+        let out = f();
+        times.push(t.elapsed().as_secs_f64());
+        last = Some(out);
+    }
+    (median(times), last.expect("repeats >= 1"))
+}
+
+thread_local! {
+    static IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn run_cell(
+    ctx: &Ctx,
+    cfg: &ThroughputConfig,
+    texts: &deps::Texts,
+    dataset: &str,
+    shingle: &str,
+) -> Result<Vec<ThroughputRow>> {
+    let shingler = deps::shingler(shingle, false, ctx.seed)?;
+    let mut threads: Vec<usize> = cfg
+        .threads
+        .iter()
+        .map(|&t| if t == 0 { ctx.threads } else { t })
+        .collect();
+    threads.dedup();
+    let mb = texts.bytes as f64 / 1e6;
+    let mut rows = Vec::new();
+    for &t in &threads {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build()
+            .context("thread pool")?;
+        let (shingle_s, ids) = pool.install(|| {
+            timed(cfg.repeats, || {
+                texts
+                    .texts
+                    .par_iter()
+                    .map(|text| {
+                        let mut v = Vec::new();
+                        shingler.hashes(text, &mut v);
+                        v
+                    })
+                    .collect::<Vec<Vec<u64>>>()
+            })
+        });
+        let shingles: u64 = ids.iter().map(|v| v.len() as u64).sum();
+        for kname in &cfg.kernels {
+            for &k in &cfg.num_perm {
+                let kernel = deps::kernel(kname, k, ctx.seed)?;
+                let mut sigs = vec![0u32; texts.texts.len() * k];
+                let (sign_s, ()) = pool.install(|| {
+                    timed(cfg.repeats, || {
+                        sigs.par_chunks_mut(k)
+                            .zip(ids.par_iter())
+                            .with_min_len(8)
+                            .for_each(|(out, v)| kernel.sign(v, out));
+                    })
+                });
+                let digest_sign = xxhash_rust::xxh3::xxh3_64(
+                    &sigs
+                        .iter()
+                        .flat_map(|x| x.to_le_bytes())
+                        .collect::<Vec<u8>>(),
+                );
+                let (fused_s, ()) = pool.install(|| {
+                    timed(cfg.repeats, || {
+                        sigs.par_chunks_mut(k)
+                            .zip(texts.texts.par_iter())
+                            .with_min_len(8)
+                            .for_each(|(out, text)| {
+                                IDS.with_borrow_mut(|v| {
+                                    shingler.hashes(text, v);
+                                    kernel.sign(v, out);
+                                })
+                            });
+                    })
+                });
+                let digest = xxhash_rust::xxh3::xxh3_64(
+                    &sigs
+                        .iter()
+                        .flat_map(|x| x.to_le_bytes())
+                        .collect::<Vec<u8>>(),
+                );
+                anyhow::ensure!(
+                    digest == digest_sign,
+                    "{kname} k={k}: fused and split signing disagree"
+                );
+                rows.push(ThroughputRow {
+                    dataset: dataset.to_string(),
+                    docs: texts.texts.len(),
+                    bytes: texts.bytes,
+                    kernel: kname.clone(),
+                    isa: kernel.isa().name().into(),
+                    seed: ctx.seed,
+                    num_perm: k,
+                    shingle: shingle.to_string(),
+                    threads: t,
+                    repeats: cfg.repeats,
+                    shingles,
+                    shingle_seconds: shingle_s,
+                    sign_seconds: sign_s,
+                    fused_seconds: fused_s,
+                    fused_docs_per_s: texts.texts.len() as f64 / fused_s,
+                    fused_mb_per_s: mb / fused_s,
+                    shingle_mb_per_s: mb / shingle_s,
+                    sign_shingles_per_s: shingles as f64 / sign_s,
+                    signature_digest: format!("{digest:016x}"),
+                    git_commit: ctx.meta.git_commit.clone(),
+                    cpu_model: ctx.meta.cpu_model.clone(),
+                });
+            }
+        }
+    }
+    Ok(rows)
+}
+
+pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
+    let mut rows = Vec::new();
+    // Cells run one at a time (they time themselves); each loads its dataset only when it must run.
+    for ds in &cfg.datasets {
+        let mut texts: Option<deps::Texts> = None;
+        for shingle in &cfg.shingles {
+            let key = CellKey::new()
+                .with("dataset", &ds.name)
+                .with(
+                    "docs",
+                    ds.limit
+                        .or(ds.docs)
+                        .map_or("all".to_string(), |n| n.to_string()),
+                )
+                .with("shingle", shingle)
+                .with("kernels", cfg.kernels.join("-"))
+                .with(
+                    "k",
+                    cfg.num_perm
+                        .iter()
+                        .map(|k| k.to_string())
+                        .collect::<Vec<_>>()
+                        .join("-"),
+                )
+                .with(
+                    "threads",
+                    cfg.threads
+                        .iter()
+                        .map(|k| k.to_string())
+                        .collect::<Vec<_>>()
+                        .join("-"),
+                )
+                .with("repeats", cfg.repeats)
+                .with("seed", ctx.seed);
+            let got = ctx.cell(&key, || {
+                if texts.is_none() {
+                    texts = Some(deps::load_texts(ds, ctx.seed)?);
+                }
+                run_cell(ctx, cfg, texts.as_ref().expect("loaded"), &ds.name, shingle)
+            })?;
+            rows.extend(got);
+        }
+    }
+    write_csv(&ctx.file("throughput.csv")?, &rows)?;
+
+    let mut checks = Checks::new("throughput");
+    let mut mismatched = Vec::new();
+    for r in &rows {
+        let other = rows.iter().find(|o| {
+            o.dataset == r.dataset
+                && o.shingle == r.shingle
+                && o.kernel == r.kernel
+                && o.num_perm == r.num_perm
+                && o.threads != r.threads
+        });
+        if other.is_some_and(|o| o.signature_digest != r.signature_digest) {
+            mismatched.push(format!(
+                "{} {} {} k={}",
+                r.dataset, r.shingle, r.kernel, r.num_perm
+            ));
+        }
+    }
+    mismatched.dedup();
+    checks.expect(
+        "signatures are identical for every thread count",
+        mismatched.is_empty(),
+        if mismatched.is_empty() {
+            format!("{} rows compared by digest", rows.len())
+        } else {
+            mismatched.join("; ")
+        },
+    );
+
+    let mut sections = Vec::new();
+    let mut t = Table::new(&[
+        "dataset",
+        "shingle",
+        "kernel (ISA)",
+        "k",
+        "threads",
+        "fused MB/s",
+        "docs/s",
+        "shingling MB/s",
+        "signing Mshingles/s",
+    ]);
+    for r in &rows {
+        t.row(vec![
+            format!(
+                "{} ({} docs, {:.1} MB)",
+                r.dataset,
+                r.docs,
+                r.bytes as f64 / 1e6
+            ),
+            r.shingle.clone(),
+            format!("{} ({})", r.kernel, r.isa),
+            r.num_perm.to_string(),
+            r.threads.to_string(),
+            f(r.fused_mb_per_s, 1),
+            f(r.fused_docs_per_s, 0),
+            f(r.shingle_mb_per_s, 1),
+            f(r.sign_shingles_per_s / 1e6, 1),
+        ]);
+    }
+    sections.push((
+        "Throughput (medians)".into(),
+        format!(
+            "{}\nFused: text in, signatures out, per document. Shingling and signing are also timed apart \
+             (signing from pre-split shingle ids).\n",
+            t.to_markdown()
+        ),
+    ));
+    // Figure: fused MB/s against k per kernel, on the first dataset and shingle, one thread.
+    if let Some(first) = rows.first() {
+        let mut c = Chart::new(
+            format!(
+                "{} ({}), text in, signatures out",
+                first.dataset, first.shingle
+            ),
+            "k (slots)",
+            "MB/s of text",
+        );
+        c.x_log2 = true;
+        let mut threads: Vec<usize> = rows.iter().map(|r| r.threads).collect();
+        threads.sort_unstable();
+        threads.dedup();
+        for (ki, kern) in cfg.kernels.iter().enumerate() {
+            for (ti, &th) in threads.iter().enumerate() {
+                let pts: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|r| {
+                        r.dataset == first.dataset
+                            && r.shingle == first.shingle
+                            && &r.kernel == kern
+                            && r.threads == th
+                    })
+                    .map(|r| (r.num_perm as f64, r.fused_mb_per_s))
+                    .collect();
+                c.series.push(Series::new(
+                    format!("{kern}, {th} thread{}", if th == 1 { "" } else { "s" }),
+                    pts,
+                    if ti == 0 {
+                        Style::LinePoints
+                    } else {
+                        Style::Points
+                    },
+                    ki,
+                ));
+            }
+        }
+        super::plot::save(&c, &ctx.file("throughput")?)?;
+        sections.push(("Figure".into(), "![throughput](throughput.png)\n".into()));
+    }
+    write_summary(ctx, "Throughput", &sections, &checks)?;
+    Ok(checks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
 }
