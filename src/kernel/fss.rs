@@ -37,6 +37,7 @@
 //! MinHash's J(1-J)/k and lower on small sets, where each element wins several bins.
 
 use super::family::mix64;
+use super::oph;
 use super::{Isa, Kernel, KernelParams, KernelSpec};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
@@ -53,8 +54,8 @@ pub const MAX_NUM_PERM: usize = 1 << 15;
 /// The marker of a bin not yet filled while signing.
 const EMPTY: u32 = u32::MAX;
 
-/// Ids mixed per batch.
-const CHUNK: usize = 256;
+/// Ids mixed per batch (`oph`'s, as its filtered min update takes one such chunk at a time).
+const CHUNK: usize = oph::CHUNK;
 
 fn build_fss(p: &KernelParams) -> anyhow::Result<Box<dyn Kernel>> {
     if p.num_perm > MAX_NUM_PERM {
@@ -174,17 +175,23 @@ impl Fss {
             return 0;
         }
         let mut packed = [0u64; CHUNK];
-        // Round 0, the common case: one-permutation hashing with a branch-free min update, as in `oph`.
+        // Round 0, the common case: one-permutation hashing, with `oph`'s min update (filtered on AVX-512).
+        #[cfg(target_arch = "x86_64")]
+        let filter = oph::filter_ok(self.wide);
+        #[cfg(target_arch = "x86_64")]
+        let mut cand = [0u64; CHUNK];
         for chunk in ids.chunks(CHUNK) {
             let packed = &mut packed[..chunk.len()];
             self.mix(chunk, 0, packed);
-            for &bv in packed.iter() {
-                let bin = (bv >> 32) as usize;
-                debug_assert!(bin < k);
-                // SAFETY: bin = (hi32(h) * k) >> 32 < k = out.len() (asserted at the top), as hi32(h) < 2^32.
-                let slot = unsafe { out.get_unchecked_mut(bin) };
-                *slot = (*slot).min(bv as u32);
+            #[cfg(target_arch = "x86_64")]
+            if filter {
+                // SAFETY: `filter_ok` checked AVX-512 F/DQ/BW/VL (when `wide` was set) and POPCNT;
+                // packed.len() <= CHUNK; bin = (hi32(h) * k) >> 32 < k = out.len() (asserted at the top).
+                unsafe { oph::filtered_min_update_avx512(packed, out, &mut cand) };
+                continue;
             }
+            // SAFETY: bin = (hi32(h) * k) >> 32 < k = out.len() (asserted at the top), as hi32(h) < 2^32.
+            unsafe { oph::min_update(packed, out) };
         }
         let mut filled = out.iter().filter(|&&v| v != EMPTY).count();
         let mut rounds = 1;
