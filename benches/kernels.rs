@@ -249,6 +249,22 @@ fn cpu_time_report() {
             bytes / median(&mut wall) / 1e6
         );
     }
+    // How far `fss` gets past round 0 (round 0 alone is one-permutation hashing).
+    let fss = lshbench::kernel::fss::Fss::new(k, SEED);
+    let (mut docs, mut rounds, mut one_round) = (0usize, 0usize, 0usize);
+    for (text, sig) in texts.iter().zip(out.chunks_mut(k)) {
+        shingler.hashes(text, &mut ids);
+        if !ids.is_empty() {
+            let r = fss.sign_counting_rounds(&ids, sig);
+            docs += 1;
+            rounds += r;
+            one_round += (r == 1) as usize;
+        }
+    }
+    println!(
+        "fss: {:.3} rounds per non-empty document on average; {one_round} of {docs} finish in round 0",
+        rounds as f64 / docs as f64
+    );
 }
 
 criterion_group! {

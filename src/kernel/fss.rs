@@ -111,7 +111,8 @@ fn round_values_plain(
 ) {
     for (o, &id) in out.iter_mut().zip(ids) {
         let h = mix64(id ^ seed);
-        let bin = ((h >> 32) * k) >> 32;
+        // A 32 x 32 -> 64-bit product (k < 2^32): one vpmuludq instead of a 64-bit vpmullq.
+        let bin = (((h >> 32) as u32 as u64) * (k as u32 as u64)) >> 32;
         let value = (round_bits | ((h as u32) >> frac_shift)).min(EMPTY - 1) as u64;
         *o = (bin << 32) | value;
     }

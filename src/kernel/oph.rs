@@ -81,7 +81,8 @@ fn bin_values_avx512(ids: &[u64], seed: u64, k: u64, out: &mut [u64]) {
 fn bin_values_plain(ids: &[u64], seed: u64, k: u64, out: &mut [u64]) {
     for (o, &id) in out.iter_mut().zip(ids) {
         let h = mix64(id ^ seed);
-        let bin = ((h >> 32) * k) >> 32;
+        // A 32 x 32 -> 64-bit product (k < 2^32): one vpmuludq instead of a 64-bit vpmullq.
+        let bin = (((h >> 32) as u32 as u64) * (k as u32 as u64)) >> 32;
         let value = (h as u32).min(EMPTY - 1) as u64;
         *o = (bin << 32) | value;
     }
@@ -108,6 +109,8 @@ pub struct Oph {
 
 impl Oph {
     pub fn new(num_perm: usize, seed: u64, densify: Densify) -> Oph {
+        // The bin reduction multiplies by k as a 32-bit number.
+        assert!(num_perm < 1 << 32, "num_perm must be below 2^32");
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         Oph {
             num_perm,
