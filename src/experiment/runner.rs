@@ -20,10 +20,29 @@ pub struct Meta {
 impl Meta {
     pub fn detect() -> Meta {
         Meta {
-            git_commit: crate::machine::git_commit(),
+            git_commit: source_commit(),
             cpu_model: crate::machine::cpu_model(),
             machine: crate::machine::describe(),
         }
+    }
+}
+
+/// The git commit of the code, marked `-dirty` only when files outside `results/` have uncommitted changes: a
+/// run rewrites tracked result files, which says nothing about the code that produced them.
+fn source_commit() -> String {
+    let commit = crate::machine::git_commit();
+    let Some(clean) = commit.strip_suffix("-dirty") else {
+        return commit;
+    };
+    let outside_results = std::process::Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"])
+        .output()
+        .map(|o| !o.stdout.is_empty())
+        .unwrap_or(true);
+    if outside_results {
+        commit
+    } else {
+        clean.to_string()
     }
 }
 
