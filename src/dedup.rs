@@ -676,6 +676,16 @@ fn summary(
         b.probability(t),
         b.half_point()
     );
+    if o.choice.explicit && b.probability(t) < 0.5 {
+        // An explicit --threshold that contradicts the banding is refused in `choose_banding`; the default
+        // threshold is not refused (the banding was the user's choice), but the contradiction is said plainly.
+        let _ = writeln!(
+            s,
+            "warning: this banding finds pairs at the verification threshold {t} (the default) with probability \
+             only {:.4}; pass --threshold to say which similarity you are after",
+            b.probability(t)
+        );
+    }
     let _ = writeln!(
         s,
         "candidates: {} pairs; {} classes of identical banded signatures hold {} documents (largest {}); largest \

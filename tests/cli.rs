@@ -249,3 +249,37 @@ fn info_lists_every_kernel_with_its_instruction_set() {
     ok(&capped);
     assert!(!String::from_utf8_lossy(&capped.stdout).contains("runs on avx512"));
 }
+
+#[test]
+fn dedup_refuses_an_explicit_contradicting_threshold_and_warns_on_the_default_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = corpus(dir.path());
+    let pairs = dir.path().join("pairs.csv");
+    let base = [
+        "dedup",
+        "--input",
+        input.to_str().unwrap(),
+        "--bands",
+        "20",
+        "--rows",
+        "5",
+        "--pairs",
+        pairs.to_str().unwrap(),
+    ];
+    // 20x5 finds pairs of similarity 0.5 with probability 0.47: an explicit --threshold 0.5 contradicts it.
+    let mut explicit = base.to_vec();
+    explicit.extend(["--threshold", "0.5"]);
+    let out = lshbench(&explicit, &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("contradicts --bands 20 --rows 5"), "{err}");
+    // The default threshold is not refused, but the same contradiction is reported.
+    let out = lshbench(&base, &[]);
+    ok(&out);
+    let text =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("warning: this banding finds pairs at the verification threshold 0.5"),
+        "{text}"
+    );
+}

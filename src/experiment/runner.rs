@@ -35,7 +35,14 @@ fn source_commit() -> String {
         return commit;
     };
     let outside_results = std::process::Command::new("git")
-        .args(["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"])
+        .args([
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":(exclude)results",
+        ])
         .output()
         .map(|o| !o.stdout.is_empty())
         .unwrap_or(true);
