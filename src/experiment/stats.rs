@@ -156,7 +156,19 @@ pub fn wilson(successes: u64, n: u64, z: f64) -> (f64, f64) {
     let denom = 1.0 + z2 / n;
     let center = (p + z2 / (2.0 * n)) / denom;
     let half = z / denom * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
-    ((center - half).max(0.0), (center + half).min(1.0))
+    // At x = 0 and x = n the exact ends are 0 and 1 (center -+ half cancel exactly in real arithmetic); pin
+    // them so rounding cannot put P = 0 or P = 1 outside an interval that contains it.
+    let lower = if successes == 0 {
+        0.0
+    } else {
+        (center - half).max(0.0)
+    };
+    let upper = if successes as f64 == n {
+        1.0
+    } else {
+        (center + half).min(1.0)
+    };
+    (lower, upper)
 }
 
 /// Half-width of Ertl's acceptance band for the relative MSE of an estimator with binomial-like error:
@@ -238,6 +250,17 @@ mod tests {
         assert!((z_two_sided(0.95) - 1.959_963_984_540_054).abs() < 1e-12);
         assert!((ertl_z() - 3.890_591_886_413_121).abs() < 1e-9);
         assert!((z_one_sided(0.975) - 1.959_963_984_540_054).abs() < 1e-12);
+    }
+
+    #[test]
+    fn wilson_ends_contain_zero_and_one_exactly_for_every_z() {
+        for n in [1u64, 7, 300, 4000] {
+            for z in [1.0, 1.96, 3.3, 4.56, 4.89, 6.0] {
+                assert_eq!(wilson(n, n, z).1, 1.0, "all successes, n = {n}, z = {z}");
+                assert_eq!(wilson(0, n, z).0, 0.0, "no successes, n = {n}, z = {z}");
+                assert!(wilson(n - 1, n, z).1 < 1.0 || n == 1);
+            }
+        }
     }
 
     #[test]
