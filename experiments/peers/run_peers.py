@@ -53,7 +53,7 @@ SHINGLE_K = 5
 SHINGLE = f"char:{SHINGLE_K}"
 LSH_SETTINGS = [(42, 3), (20, 5)]
 LSH_THRESHOLD = 0.5
-KERNELS = ["scalar", "simd", "oph-opt", "oph-rot"]
+KERNELS = ["scalar", "simd", "oph-opt", "oph-rot", "fss"]
 # J bins for the accuracy table; J = 1 exactly is its own bin (zero variance, no relative MSE).
 J_BINS = [(0.0, 0.1), (0.1, 0.2), (0.2, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, 0.9), (0.9, 1.0)]
 
