@@ -184,28 +184,8 @@ impl SimilarityHistogram {
 
     /// The mean of P over bin i, by 5-point Gauss-Legendre (pairs are taken as spread evenly within a bin).
     fn mean_probability(&self, banding: &Banding, i: usize) -> f64 {
-        const NODES: [f64; 5] = [
-            0.0,
-            -0.538_469_310_105_683,
-            0.538_469_310_105_683,
-            -0.906_179_845_938_664,
-            0.906_179_845_938_664,
-        ];
-        const WEIGHTS: [f64; 5] = [
-            0.568_888_888_888_889,
-            0.478_628_670_499_366,
-            0.478_628_670_499_366,
-            0.236_926_885_056_189,
-            0.236_926_885_056_189,
-        ];
         let (lo, hi) = self.bin(i);
-        let (mid, half) = (0.5 * (lo + hi), 0.5 * (hi - lo));
-        NODES
-            .iter()
-            .zip(WEIGHTS)
-            .map(|(x, w)| w * banding.probability(mid + half * x))
-            .sum::<f64>()
-            / 2.0
+        integrate(|s| banding.probability(s), lo, hi, 1) / (hi - lo)
     }
 
     /// The expected number of candidate pairs: the sum over pairs of P(s).
@@ -316,6 +296,34 @@ pub fn run(args: &ScurveArgs) -> anyhow::Result<()> {
     }
     print!("{}", report(&banding, args.step, &args.crossings));
     Ok(())
+}
+
+/// The integral of `f` over [a, b] by composite 5-point Gauss-Legendre quadrature on `panels` equal panels
+/// (exact for polynomials of degree 9 on each panel).
+pub fn integrate(f: impl Fn(f64) -> f64, a: f64, b: f64, panels: usize) -> f64 {
+    const NODES: [f64; 5] = [
+        0.0,
+        -0.538_469_310_105_683,
+        0.538_469_310_105_683,
+        -0.906_179_845_938_664,
+        0.906_179_845_938_664,
+    ];
+    const WEIGHTS: [f64; 5] = [
+        0.568_888_888_888_889,
+        0.478_628_670_499_366,
+        0.478_628_670_499_366,
+        0.236_926_885_056_189,
+        0.236_926_885_056_189,
+    ];
+    let h = (b - a) / panels as f64;
+    let mut total = 0.0;
+    for i in 0..panels {
+        let mid = a + (i as f64 + 0.5) * h;
+        for (x, w) in NODES.iter().zip(WEIGHTS) {
+            total += w * f(mid + 0.5 * h * x);
+        }
+    }
+    total * 0.5 * h
 }
 
 #[cfg(test)]

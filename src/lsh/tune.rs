@@ -3,7 +3,7 @@
 //! Pareto front and a stated compromise. Also datasketch's integral-based `_optimal_param`, reproduced so a user can
 //! compare, and the default rule `dedup` uses when given only `--threshold`. Backs `lshbench tune`.
 
-use super::scurve::{Banding, BandingError, check_threshold, format_probability};
+use super::scurve::{Banding, BandingError, check_threshold, format_probability, integrate};
 use std::fmt::Write;
 
 /// Targets: P(s_hi) >= 1 - max_fn and P(s_lo) <= max_fp.
@@ -166,36 +166,10 @@ pub fn default_banding(num_perm: usize, threshold: f64) -> Result<Banding, Bandi
 /// "false negative probability"). datasketch uses scipy's adaptive quadrature; composite 5-point Gauss-Legendre
 /// over 200 panels is accurate to far below the differences that decide its choice.
 pub fn datasketch_areas(banding: &Banding, threshold: f64) -> (f64, f64) {
-    let fp = integrate(|s| banding.probability(s), 0.0, threshold);
-    let fn_ = integrate(|s| 1.0 - banding.probability(s), threshold, 1.0);
-    (fp, fn_)
-}
-
-fn integrate(f: impl Fn(f64) -> f64, a: f64, b: f64) -> f64 {
-    const NODES: [f64; 5] = [
-        0.0,
-        -0.538_469_310_105_683,
-        0.538_469_310_105_683,
-        -0.906_179_845_938_664,
-        0.906_179_845_938_664,
-    ];
-    const WEIGHTS: [f64; 5] = [
-        0.568_888_888_888_889,
-        0.478_628_670_499_366,
-        0.478_628_670_499_366,
-        0.236_926_885_056_189,
-        0.236_926_885_056_189,
-    ];
     const PANELS: usize = 200;
-    let h = (b - a) / PANELS as f64;
-    let mut total = 0.0;
-    for i in 0..PANELS {
-        let mid = a + (i as f64 + 0.5) * h;
-        for (x, w) in NODES.iter().zip(WEIGHTS) {
-            total += w * f(mid + 0.5 * h * x);
-        }
-    }
-    total * 0.5 * h
+    let fp = integrate(|s| banding.probability(s), 0.0, threshold, PANELS);
+    let fn_ = integrate(|s| 1.0 - banding.probability(s), threshold, 1.0, PANELS);
+    (fp, fn_)
 }
 
 /// datasketch's `_optimal_param(threshold, num_perm, fp_weight, fn_weight)`: for b in 1..=k and r in 1..=k/b,
