@@ -260,13 +260,13 @@ fn run_inner(args: &DedupArgs) -> anyhow::Result<()> {
     let read_stats = reader.stats().clone();
     let t_read = t0.elapsed().as_secs_f64();
     if let Some(path) = &args.save {
-        State {
-            params,
-            ids: corpus.ids.clone(),
-            empty: corpus.empty.clone(),
-            signatures: corpus.signatures.clone(),
-        }
-        .save(path)?;
+        state::save_parts(
+            path,
+            &params,
+            &corpus.ids,
+            &corpus.empty,
+            &corpus.signatures,
+        )?;
     }
     let t_save = t0.elapsed().as_secs_f64();
     let config = DedupConfig {

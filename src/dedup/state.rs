@@ -55,43 +55,7 @@ pub struct State {
 
 impl State {
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        let n = self.ids.len();
-        assert_eq!(self.empty.len(), n);
-        assert_eq!(self.signatures.len(), n * self.params.num_perm);
-        let header = serde_json::to_vec(&Header {
-            params: self.params.clone(),
-            documents: n as u64,
-            written_by: format!("lshbench {}", env!("CARGO_PKG_VERSION")),
-        })?;
-        let mut body = Vec::with_capacity(8 + header.len() + n * (8 + 4 * self.params.num_perm));
-        body.extend_from_slice(&VERSION.to_le_bytes());
-        body.extend_from_slice(&(header.len() as u32).to_le_bytes());
-        body.extend_from_slice(&header);
-        for id in &self.ids {
-            let len = u32::try_from(id.len()).context("an id longer than 4 GiB")?;
-            body.extend_from_slice(&len.to_le_bytes());
-            body.extend_from_slice(id.as_bytes());
-        }
-        body.extend(self.empty.iter().map(|&e| e as u8));
-        for s in &self.signatures {
-            body.extend_from_slice(&s.to_le_bytes());
-        }
-        let checksum = xxhash_rust::xxh3::xxh3_64(&body);
-        // Write to a temporary file next to the target, then rename: `--load x --save x` never leaves a
-        // half-written state behind.
-        let tmp = path.with_extension("tmp-lshbench");
-        {
-            let mut f = std::io::BufWriter::new(
-                std::fs::File::create(&tmp)
-                    .with_context(|| format!("creating {}", tmp.display()))?,
-            );
-            f.write_all(MAGIC)?;
-            f.write_all(&body)?;
-            f.write_all(&checksum.to_le_bytes())?;
-            f.flush()?;
-        }
-        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-        Ok(())
+        save_parts(path, &self.params, &self.ids, &self.empty, &self.signatures)
     }
 
     pub fn load(path: &Path) -> anyhow::Result<State> {
@@ -215,6 +179,74 @@ impl<'a> Cursor<'a> {
 
     fn u32(&mut self) -> anyhow::Result<u32> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+}
+
+/// Writes a state file from borrowed parts (no copy of the signature matrix), streaming: the checksum is
+/// computed while writing. The file goes to a temporary name next to `path` and is renamed into place, so
+/// `--load x --save x` never leaves a half-written state behind.
+pub fn save_parts(
+    path: &Path,
+    params: &StateParams,
+    ids: &[String],
+    empty: &[bool],
+    signatures: &[u32],
+) -> anyhow::Result<()> {
+    let n = ids.len();
+    assert_eq!(empty.len(), n);
+    assert_eq!(signatures.len(), n * params.num_perm);
+    let header = serde_json::to_vec(&Header {
+        params: params.clone(),
+        documents: n as u64,
+        written_by: format!("lshbench {}", env!("CARGO_PKG_VERSION")),
+    })?;
+    let tmp = path.with_extension("tmp-lshbench");
+    {
+        let file =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, file);
+        f.write_all(MAGIC)?;
+        // Everything from the version on goes through the hasher as well as to the file.
+        let mut body = Hashed {
+            out: &mut f,
+            hasher: xxhash_rust::xxh3::Xxh3::new(),
+        };
+        body.write_all(&VERSION.to_le_bytes())?;
+        body.write_all(&(header.len() as u32).to_le_bytes())?;
+        body.write_all(&header)?;
+        for id in ids {
+            let len = u32::try_from(id.len()).context("an id longer than 4 GiB")?;
+            body.write_all(&len.to_le_bytes())?;
+            body.write_all(id.as_bytes())?;
+        }
+        let flags: Vec<u8> = empty.iter().map(|&e| e as u8).collect();
+        body.write_all(&flags)?;
+        for row in signatures.chunks(4096) {
+            let bytes: Vec<u8> = row.iter().flat_map(|s| s.to_le_bytes()).collect();
+            body.write_all(&bytes)?;
+        }
+        let checksum = body.hasher.digest();
+        f.write_all(&checksum.to_le_bytes())?;
+        f.flush()?;
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// A writer that also feeds what it writes to an xxh3 hasher (whose digest equals the one-shot `xxh3_64`).
+struct Hashed<'a, W: Write> {
+    out: &'a mut W,
+    hasher: xxhash_rust::xxh3::Xxh3,
+}
+
+impl<W: Write> Write for Hashed<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let written = self.out.write(buf)?;
+        self.hasher.update(&buf[..written]);
+        Ok(written)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
     }
 }
 
