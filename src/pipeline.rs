@@ -43,9 +43,7 @@ pub fn sign_batch(docs: Vec<Document>, shingler: &Shingler, kernel: &dyn Kernel)
         .with_min_len(8)
         .for_each(|((out, is_empty), doc)| {
             IDS.with_borrow_mut(|ids| {
-                shingler.hashes(&doc.text, ids);
-                *is_empty = ids.is_empty();
-                kernel.sign(ids, out);
+                *is_empty = kernel.sign_text(shingler, &doc.text, ids, out);
             })
         });
     SignedBatch {

@@ -150,6 +150,29 @@ impl Shingler {
         }
     }
 
+    /// Sends the windows of `text` to `sink`, in order, when this shingler's windows are byte windows of at most
+    /// 8 bytes: `byte:K` or `char:K` with K <= 8 and no normalisation. Returns false, sending nothing, for every
+    /// other shingler. The ids sent (given, or implied by the runs) are exactly those [`Shingler::hashes`] pushes;
+    /// an empty text sends nothing.
+    pub fn stream_windows(&self, text: &str, sink: &mut impl WindowSink) -> bool {
+        let (ShingleKind::Byte(k) | ShingleKind::Char(k)) = self.kind else {
+            return false;
+        };
+        if k > 8 || self.normalization.any() {
+            return false;
+        }
+        if text.is_empty() {
+            return true;
+        }
+        let key = ShingleKey::new(self.seed);
+        if matches!(self.kind, ShingleKind::Char(_)) && !text.is_ascii() {
+            char_windows_generic(text, k, &key, sink);
+        } else {
+            byte_windows(text.as_bytes(), k, &key, sink);
+        }
+        true
+    }
+
     /// The generic `char:K` path (char boundaries found by decoding), without the ASCII fast path. Public so
     /// tests can check that both paths agree; [`Shingler::hashes`] picks the fast path itself.
     pub fn char_hashes_generic(&self, text: &str, k: usize, out: &mut Vec<u64>) {
@@ -239,18 +262,25 @@ fn id_of(bytes: &[u8], key: &ShingleKey) -> u64 {
     }
 }
 
-/// Hash of a window of `len <= 8` bytes packed little-endian into `word` (upper bytes zero). Two rounds of the
-/// SplitMix64/Stafford "mix13" finaliser, with the length XORed in between. For a fixed length the map
-/// word -> id is a bijection (every step is invertible), so two distinct windows of the same length never
-/// collide; windows of different lengths collide only by chance.
+/// Hash of a window of `len <= 8` bytes packed little-endian into `word` (upper bytes zero):
+/// `x = (word ^ key ^ len * G) * M`, `id = x ^ (x >> 32)`, with `G` = 0x9e3779b97f4a7c15 and the odd
+/// `M` = 0xbf58476d1ce4e5b9 (SplitMix64's constants). For a fixed length the map word -> id is a bijection (xor,
+/// multiplication by an odd number and an xor-shift are each invertible mod 2^64), so two distinct windows of the
+/// same length never collide; windows of different lengths collide only by chance.
+///
+/// One multiply is enough here: an id is only ever compared for equality or fed to a kernel, and every kernel
+/// mixes ids again with its own seeded hash (the fold of [`crate::kernel::family`], `mix64` in `oph`/`fss`).
+/// It keeps the fused text-to-sketch loops of `oph` within their budget of vector multiplies.
 #[inline(always)]
 pub fn mix_short(word: u64, len: u64, key: u64) -> u64 {
-    let mut x = word ^ key;
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27) ^ len.wrapping_mul(0x9e37_79b9_7f4a_7c15))
-        .wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
+    let x = (word ^ key ^ len.wrapping_mul(SHORT_LEN_MUL)).wrapping_mul(SHORT_MUL);
+    x ^ (x >> 32)
 }
+
+/// `G` of [`mix_short`].
+const SHORT_LEN_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+/// `M` of [`mix_short`].
+const SHORT_MUL: u64 = 0xbf58_476d_1ce4_e5b9;
 
 /// SplitMix64's output function (Steele, Lea, Flood 2014): a good 64-bit bijective mixer.
 #[inline(always)]
@@ -261,6 +291,19 @@ pub fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The id of the `k`-byte window at `i` (`k <= 8`, `i + k <= bytes.len()`), as [`byte_windows`] computes it.
+#[inline]
+pub(crate) fn short_window_id(bytes: &[u8], i: usize, k: usize, short_key: u64) -> u64 {
+    let mut word = [0u8; 8];
+    let end = (i + 8).min(bytes.len());
+    word[..end - i].copy_from_slice(&bytes[i..end]);
+    mix_short(
+        u64::from_le_bytes(word) & low_bytes_mask(k),
+        k as u64,
+        short_key,
+    )
+}
+
 /// The mask keeping the low `len` bytes of a little-endian word, `1 <= len <= 8`.
 #[inline(always)]
 fn low_bytes_mask(len: usize) -> u64 {
@@ -269,31 +312,16 @@ fn low_bytes_mask(len: usize) -> u64 {
 
 /// Every window of `k` bytes (ASCII `char:K` and `byte:K`). For `k <= 8` each window is one unaligned
 /// little-endian 8-byte load, masked to `k` bytes, and mixed: no allocation, no decoding.
-fn byte_windows(bytes: &[u8], k: usize, key: &ShingleKey, out: &mut Vec<u64>) {
+fn byte_windows(bytes: &[u8], k: usize, key: &ShingleKey, out: &mut impl WindowSink) {
     let n = bytes.len();
     if n <= k {
-        out.push(id_of(bytes, key));
-        return;
-    }
-    let windows = n - k + 1;
-    if k > 8 {
-        out.reserve(windows);
-        out.extend(bytes.windows(k).map(|w| id_of(w, key)));
-        return;
-    }
-    // Windows starting at i with i + 8 <= n load 8 bytes directly; the rest go through a padded copy.
-    let direct = if n >= 8 { (n - 7).min(windows) } else { 0 };
-    let base = out.len();
-    out.resize(base + windows, 0);
-    let dst = &mut out[base..];
-    short_windows(bytes, k, key.short, &mut dst[..direct]);
-    let mut tail = [0u8; 16];
-    let rest = &bytes[direct..];
-    tail[..rest.len()].copy_from_slice(rest);
-    let mask = low_bytes_mask(k);
-    for (i, slot) in dst[direct..].iter_mut().enumerate() {
-        let word = u64::from_le_bytes(tail[i..i + 8].try_into().expect("window of 8"));
-        *slot = mix_short(word & mask, k as u64, key.short);
+        out.id(id_of(bytes, key));
+    } else if k > 8 {
+        for w in bytes.windows(k) {
+            out.id(id_of(w, key));
+        }
+    } else {
+        out.run(bytes, k, key.short, n - k + 1);
     }
 }
 
@@ -314,7 +342,103 @@ fn short_windows(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
 fn short_windows_avx512(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64]) {
-    short_windows_plain(bytes, k, short_key, out)
+    assert!(out.is_empty() || out.len() + 7 <= bytes.len());
+    let x8 = WindowsX8::new(k, short_key);
+    let p = bytes.as_ptr();
+    let mut i = 0;
+    // Eight windows per step from one 16-byte load; the last few windows (whose 16 bytes would run past the
+    // end) go through the plain loop.
+    while i + 8 <= out.len() && i + 16 <= bytes.len() {
+        // SAFETY: i + 16 <= bytes.len() (loop condition) and i + 8 <= out.len(); AVX-512 by this function's
+        // target features.
+        unsafe {
+            let ids = x8.ids_xor(p.add(i), std::arch::x86_64::_mm512_setzero_si512());
+            std::arch::x86_64::_mm512_storeu_si512(out.as_mut_ptr().add(i).cast(), ids);
+        }
+        i += 8;
+    }
+    short_windows_plain(&bytes[i..], k, short_key, &mut out[i..]);
+}
+
+/// The ids of 8 consecutive `k`-byte windows (`k <= 8`) at once, in AVX-512 registers: one 16-byte load
+/// broadcast to the four 128-bit lanes, one `vpshufb` that puts window j's bytes in 64-bit lane j (bytes past
+/// k zeroed, so no mask is needed), then [`mix_short`] lane-wise. The same ids as [`short_windows_plain`].
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct WindowsX8 {
+    shuffle: std::arch::x86_64::__m512i,
+    /// `key ^ k * G`: everything [`mix_short`] XORs into the word.
+    key_len: std::arch::x86_64::__m512i,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl WindowsX8 {
+    /// # Panics
+    /// If `k` is not in `1..=8`.
+    #[inline(always)]
+    pub(crate) fn new(k: usize, short_key: u64) -> Self {
+        use std::arch::x86_64::*;
+        assert!(
+            (1..=8).contains(&k),
+            "window of {k} bytes: the vector path takes 1 to 8"
+        );
+        let mut idx = [0u8; 64];
+        for (j, lane) in idx.chunks_exact_mut(8).enumerate() {
+            // Window j starts at byte j of the 16 loaded bytes; in the 128-bit lane that holds qword j,
+            // vpshufb indexes those same 16 bytes. Index 0x80 writes a zero byte.
+            for (b, x) in lane.iter_mut().enumerate() {
+                *x = if b < k { (j + b) as u8 } else { 0x80 };
+            }
+        }
+        let key_len = short_key ^ (k as u64).wrapping_mul(SHORT_LEN_MUL);
+        // SAFETY: `idx` is 64 readable bytes; these intrinsics only need AVX-512F, which every caller (inside
+        // an AVX-512 `target_feature` function) has.
+        unsafe {
+            WindowsX8 {
+                shuffle: _mm512_loadu_si512(idx.as_ptr().cast()),
+                key_len: _mm512_set1_epi64(key_len as i64),
+            }
+        }
+    }
+
+    /// `x` of [`mix_short`] for the windows starting at `p`, `p + 1`, ..., `p + 7` (the id is
+    /// `x ^ (x >> 32)`; see [`WindowsX8::ids`]).
+    ///
+    /// # Safety
+    /// `p` is valid for reading 16 bytes, and the CPU supports AVX-512 F/DQ/BW.
+    #[inline(always)]
+    pub(crate) unsafe fn products(&self, p: *const u8) -> std::arch::x86_64::__m512i {
+        use std::arch::x86_64::*;
+        // SAFETY: by the caller's contract.
+        unsafe {
+            let src = _mm512_broadcast_i32x4(_mm_loadu_si128(p.cast()));
+            let word = _mm512_shuffle_epi8(src, self.shuffle);
+            _mm512_mullo_epi64(
+                _mm512_xor_si512(word, self.key_len),
+                _mm512_set1_epi64(SHORT_MUL as i64),
+            )
+        }
+    }
+
+    /// The ids of the windows starting at `p`, `p + 1`, ..., `p + 7`, each XORed with `extra` (one ternary-logic
+    /// op: pass zero for the plain ids, or a kernel's seed to save its own XOR).
+    ///
+    /// # Safety
+    /// As [`WindowsX8::products`].
+    #[inline(always)]
+    pub(crate) unsafe fn ids_xor(
+        &self,
+        p: *const u8,
+        extra: std::arch::x86_64::__m512i,
+    ) -> std::arch::x86_64::__m512i {
+        use std::arch::x86_64::*;
+        // SAFETY: by the caller's contract.
+        unsafe {
+            let x = self.products(p);
+            // x ^ (x >> 32) ^ extra (0x96 = a ^ b ^ c).
+            _mm512_ternarylogic_epi64::<0x96>(x, _mm512_srli_epi64::<32>(x), extra)
+        }
+    }
 }
 
 /// The loop of [`short_windows`], written so the compiler can vectorise it.
@@ -342,27 +466,74 @@ fn utf8_width(b: u8) -> usize {
     }
 }
 
+/// Receives the windows of one text, in text order: runs of `k`-byte windows (`k <= 8`) given by their bytes, and
+/// single windows given by their id. [`Shingler::hashes`] collects ids into a `Vec<u64>`; a kernel can take the
+/// runs straight from the text instead (`oph` does), and must then compute the same ids.
+pub trait WindowSink {
+    /// Windows `bytes[i..i + k]` for `i in 0..count`, each with id `mix_short(le_word(window), k, short_key)`
+    /// (`le_word`: the bytes read little-endian, zero-padded to 8). `count + k - 1 <= bytes.len()`; the sink may
+    /// read all of `bytes` (which can run past the last window).
+    fn run(&mut self, bytes: &[u8], k: usize, short_key: u64, count: usize);
+    /// One window, by its id.
+    fn id(&mut self, id: u64);
+}
+
+impl WindowSink for Vec<u64> {
+    fn run(&mut self, bytes: &[u8], k: usize, short_key: u64, count: usize) {
+        debug_assert!(count + k <= bytes.len() + 1);
+        // Windows whose 8-byte load stays inside `bytes` are hashed in one batch; the rest one by one.
+        let direct = count.min(bytes.len().saturating_sub(7));
+        let base = self.len();
+        self.resize(base + direct, 0);
+        short_windows(bytes, k, short_key, &mut self[base..]);
+        self.extend((direct..count).map(|i| short_window_id(bytes, i, k, short_key)));
+    }
+    fn id(&mut self, id: u64) {
+        self.push(id);
+    }
+}
+
+/// The length of the longest all-ASCII prefix of `bytes`, eight bytes per step.
+fn ascii_prefix_len(bytes: &[u8]) -> usize {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut words = bytes.chunks_exact(8);
+    let mut len = 0;
+    for w in &mut words {
+        let high = u64::from_le_bytes(w.try_into().expect("8 bytes")) & HIGH;
+        if high != 0 {
+            // The lowest set high bit is the first non-ASCII byte (little-endian).
+            return len + (high.trailing_zeros() / 8) as usize;
+        }
+        len += 8;
+    }
+    len + words
+        .remainder()
+        .iter()
+        .position(|b| !b.is_ascii())
+        .unwrap_or(words.remainder().len())
+}
+
 /// Every window of `k` Unicode scalar values, cut at char boundaries and hashed on its bytes.
 ///
 /// Text with some non-ASCII characters is mostly ASCII runs: a window that lies inside an ASCII run is `k`
 /// bytes, so the windows starting in a run (except its last k - 1 chars) go through the same batch loop as
 /// the ASCII fast path. Only windows that touch a non-ASCII char walk the chars one by one.
-fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut Vec<u64>) {
+fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut impl WindowSink) {
     let bytes = text.as_bytes();
     let n = bytes.len();
-    // Count char starts (every byte that is not a continuation byte 10xxxxxx).
-    let chars = bytes.iter().filter(|&&b| (b as i8) >= -0x40).count();
+    // core's word-at-a-time char count.
+    let chars = text.chars().count();
     if chars <= k {
-        out.push(id_of(bytes, key));
+        out.id(id_of(bytes, key));
         return;
     }
-    let emit = |start: usize, end: usize, out: &mut Vec<u64>| {
+    let emit = |start: usize, end: usize, out: &mut dyn FnMut(u64)| {
         let len = end - start;
         if len <= 8 && start + 8 <= n {
             let word = u64::from_le_bytes(bytes[start..start + 8].try_into().expect("8 bytes"));
-            out.push(mix_short(word & low_bytes_mask(len), len as u64, key.short));
+            out(mix_short(word & low_bytes_mask(len), len as u64, key.short));
         } else {
-            out.push(id_of(&bytes[start..end], key));
+            out(id_of(&bytes[start..end], key));
         }
     };
     // The end of the window of k chars starting at `s`, if k chars remain.
@@ -379,23 +550,17 @@ fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut Vec<u6
     let mut s = 0usize;
     while s < n {
         if bytes[s] < 0x80 {
-            let run_end = s + bytes[s..].iter().position(|&b| b >= 0x80).unwrap_or(n - s);
+            let run_end = s + ascii_prefix_len(&bytes[s..]);
             if k <= 8 && run_end - s >= k {
                 // Windows starting at s..s + count lie inside the run.
                 let count = run_end - s - k + 1;
-                let direct = count.min((n - s).saturating_sub(7));
-                let base = out.len();
-                out.resize(base + direct, 0);
-                short_windows(&bytes[s..], k, key.short, &mut out[base..]);
-                for t in s + direct..s + count {
-                    emit(t, t + k, out);
-                }
+                out.run(&bytes[s..], k, key.short, count);
                 s += count;
                 continue;
             }
         }
         match end_of(s) {
-            Some(e) => emit(s, e, out),
+            Some(e) => emit(s, e, &mut |id| out.id(id)),
             None => break,
         }
         s += utf8_width(bytes[s]);
@@ -638,19 +803,37 @@ mod tests {
         let bytes: Vec<u8> = (0..300u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
-        for k in 1..=8 {
-            let count = bytes.len() - 7;
-            let mut plain = vec![0u64; count];
-            short_windows_plain(&bytes, k, 99, &mut plain);
-            let mut picked = vec![0u64; count];
-            short_windows(&bytes, k, 99, &mut picked);
-            assert_eq!(plain, picked, "k={k}");
-            #[cfg(target_arch = "x86_64")]
-            if crate::kernel::Isa::Avx512.supported() {
-                let mut wide = vec![0u64; count];
-                // SAFETY: checked just above that the CPU supports AVX-512 F/DQ/BW/VL.
-                unsafe { short_windows_avx512(&bytes, k, 99, &mut wide) };
-                assert_eq!(plain, wide, "k={k}");
+        // Lengths around the 8-window steps and the 16-byte loads; every window count up to the maximum.
+        for len in (8..=40).chain([299, 300]) {
+            let bytes = &bytes[..len];
+            for k in 1..=8 {
+                for count in [0, 1, len - 8, len - 7] {
+                    let mut plain = vec![0u64; count];
+                    short_windows_plain(bytes, k, 99, &mut plain);
+                    let mut picked = vec![0u64; count];
+                    short_windows(bytes, k, 99, &mut picked);
+                    assert_eq!(plain, picked, "len={len} k={k} count={count}");
+                    #[cfg(target_arch = "x86_64")]
+                    if crate::kernel::Isa::Avx512.supported() {
+                        let mut wide = vec![0u64; count];
+                        // SAFETY: checked just above that the CPU supports AVX-512 F/DQ/BW/VL.
+                        unsafe { short_windows_avx512(bytes, k, 99, &mut wide) };
+                        assert_eq!(plain, wide, "len={len} k={k} count={count}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ascii_prefix_len_finds_the_first_high_byte() {
+        for len in 0..40 {
+            for at in 0..=len {
+                let mut bytes = vec![b'a'; len];
+                if at < len {
+                    bytes[at] = 0xc3;
+                }
+                assert_eq!(ascii_prefix_len(&bytes), at, "len={len} at={at}");
             }
         }
     }

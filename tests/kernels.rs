@@ -694,3 +694,99 @@ fn fss_rounds_stop_when_every_bin_is_filled() {
         }
     }
 }
+
+/// Texts that exercise the fused text-to-sketch paths: empty, shorter than a window, every length around the
+/// 8-window vectors, the 16-byte loads and the 256-window chunks, non-ASCII characters at the start, middle and
+/// end of ASCII runs, runs shorter than a window, all-multibyte text, and long texts with many candidates.
+fn fused_texts() -> Vec<String> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+    let words = [
+        "the",
+        "spam",
+        "offer",
+        "free",
+        "click",
+        "here",
+        "now",
+        "list",
+        "unsubscribe",
+        "mail",
+    ];
+    let mut prose = String::new();
+    while prose.len() < 20_000 {
+        prose.push_str(words[(rng.next_u64() % words.len() as u64) as usize]);
+        prose.push(if rng.next_u64() % 9 == 0 { '\n' } else { ' ' });
+    }
+    let mut texts: Vec<String> = vec![String::new(), "a".into(), "abcd".into(), "hello".into()];
+    for len in (5..=80).chain([
+        127, 128, 129, 255, 256, 257, 263, 2047, 2048, 2049, 2100, 20_000,
+    ]) {
+        texts.push(prose[..len].to_string());
+    }
+    // Non-ASCII: accented letters, a euro sign (3 bytes), an emoji (4 bytes), CJK; at many positions.
+    for (i, insert) in ["\u{e9}", "\u{20ac}", "\u{1f600}", "\u{4e2d}\u{6587}"]
+        .iter()
+        .enumerate()
+    {
+        for at in [0usize, 1, 3, 7, 8, 15, 16, 17, 100, 1000] {
+            let base = &prose[..(300 + 97 * i).min(prose.len())];
+            let at = at.min(base.len());
+            texts.push(format!("{}{insert}{}", &base[..at], &base[at..]));
+        }
+        texts.push(format!("{insert}{}", &prose[..3000]).replace(' ', insert));
+    }
+    texts.push("\u{4e2d}\u{6587}\u{6587}\u{5b57}\u{7b26}".repeat(50));
+    texts.push("ab\u{e9}cd".into());
+    texts.push("\u{e9}".repeat(3));
+    texts
+}
+
+/// `sign_text` (which `oph` runs fused, straight from the text) equals shingling then `sign` for every kernel,
+/// shingle kind, k and instruction set, and reports empty sets the same way.
+#[test]
+fn sign_text_equals_shingling_then_signing() {
+    use lshbench::shingle::{Normalization, ShingleKind, Shingler};
+    let texts = fused_texts();
+    let kinds = [
+        ShingleKind::Char(5),
+        ShingleKind::Char(1),
+        ShingleKind::Char(8),
+        ShingleKind::Char(9),
+        ShingleKind::Byte(3),
+        ShingleKind::Byte(8),
+        ShingleKind::Word(2),
+    ];
+    let lower = Normalization {
+        lowercase: true,
+        ..Normalization::default()
+    };
+    for isa in supported_isas() {
+        for spec in KERNELS {
+            for k in [1usize, 7, 64, 128, 200, 256] {
+                let kernel = make(spec.name, k, 3, Some(isa));
+                let mut shinglers: Vec<Shingler> = kinds
+                    .iter()
+                    .map(|&kind| Shingler::new(kind, Normalization::default(), 3))
+                    .collect();
+                shinglers.push(Shingler::new(ShingleKind::Char(5), lower, 3));
+                for sh in &shinglers {
+                    let (mut ids, mut scratch) = (Vec::new(), Vec::new());
+                    let (mut want, mut got) = (vec![0u32; k], vec![7u32; k]);
+                    for text in &texts {
+                        sh.hashes(text, &mut ids);
+                        kernel.sign(&ids, &mut want);
+                        let empty = kernel.sign_text(sh, text, &mut scratch, &mut got);
+                        let what = format!(
+                            "{} isa={isa} k={k} {:?} text of {} bytes",
+                            spec.name,
+                            sh.kind,
+                            text.len()
+                        );
+                        assert_eq!(want, got, "{what}");
+                        assert_eq!(empty, ids.is_empty(), "{what}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -127,8 +127,7 @@ fn run_cell(
                             .with_min_len(8)
                             .for_each(|(out, text)| {
                                 IDS.with_borrow_mut(|v| {
-                                    shingler.hashes(text, v);
-                                    kernel.sign(v, out);
+                                    kernel.sign_text(&shingler, text, v, out);
                                 })
                             });
                     })

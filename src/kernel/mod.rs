@@ -11,6 +11,7 @@ pub mod oph;
 pub mod scalar;
 pub mod simd;
 
+use crate::shingle::Shingler;
 use std::fmt;
 
 /// The instruction set a kernel actually runs on.
@@ -99,10 +100,36 @@ pub trait Kernel: Send + Sync {
     /// `ids` may repeat elements. An empty `ids` gives the defined empty signature (every slot `u32::MAX`);
     /// callers flag empty documents themselves, and such documents never become candidates.
     fn sign(&self, ids: &[u64], out: &mut [u32]);
+    /// Signs one document straight from its text: the same signature as `shingler.hashes(text, ids)` followed
+    /// by [`Kernel::sign`], which is what this default does. Returns whether the shingle set was empty. A kernel
+    /// may override it with a loop that hashes windows straight from the text (see `oph`); `ids` is scratch
+    /// space, and its contents afterwards are unspecified.
+    fn sign_text(
+        &self,
+        shingler: &Shingler,
+        text: &str,
+        ids: &mut Vec<u64>,
+        out: &mut [u32],
+    ) -> bool {
+        sign_via_ids(self, shingler, text, ids, out)
+    }
     /// Estimated Jaccard similarity of the two sets behind `a` and `b`.
     fn estimate(&self, a: &[u32], b: &[u32]) -> f64 {
         fraction_equal(a, b)
     }
+}
+
+/// [`Kernel::sign_text`] the plain way: shingle `text` into `ids`, sign them, report whether the set was empty.
+pub fn sign_via_ids<K: Kernel + ?Sized>(
+    kernel: &K,
+    shingler: &Shingler,
+    text: &str,
+    ids: &mut Vec<u64>,
+    out: &mut [u32],
+) -> bool {
+    shingler.hashes(text, ids);
+    kernel.sign(ids, out);
+    ids.is_empty()
 }
 
 /// The classic estimator: the fraction of slots that agree.

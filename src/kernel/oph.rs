@@ -22,6 +22,9 @@
 
 use super::family::mix64;
 use super::{Isa, Kernel, KernelParams, KernelSpec};
+use crate::shingle::Shingler;
+#[cfg(target_arch = "x86_64")]
+use crate::shingle::{WindowSink, WindowsX8};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
@@ -164,22 +167,419 @@ pub(super) fn filter_ok(wide: bool) -> bool {
     wide && std::arch::is_x86_feature_detected!("popcnt")
 }
 
-/// The AVX-512 raw sketch: the plain loop's mixing compiled for AVX-512, then the filtered min update.
+/// `mix64` on 8 lanes (the same arithmetic as [`mix64`], so the same bits).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn mix64_x8(z: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    // SAFETY: only inlined into functions compiled for AVX-512 F/DQ.
+    unsafe {
+        let mut z = _mm512_mullo_epi64(
+            _mm512_xor_si512(z, _mm512_srli_epi64::<30>(z)),
+            _mm512_set1_epi64(0xbf58_476d_1ce4_e5b9_u64 as i64),
+        );
+        z = _mm512_mullo_epi64(
+            _mm512_xor_si512(z, _mm512_srli_epi64::<27>(z)),
+            _mm512_set1_epi64(0x94d0_49bb_1331_11eb_u64 as i64),
+        );
+        _mm512_xor_si512(z, _mm512_srli_epi64::<31>(z))
+    }
+}
+
+/// `bins[bin] = min(bins[bin], value)` for one mixed id `h`: `bin = (hi32(h) * k) >> 32`, `value = min(lo32(h),
+/// EMPTY - 1)`, exactly as [`bin_values_plain`] and [`min_update`] do it.
+#[inline(always)]
+fn update_one(bins: &mut [u32], h: u64) {
+    Binner::new(bins.len()).update(bins, h);
+}
+
+/// The bin of a mixed id, `(hi32(h) * k) >> 32`, with a shift for the common power-of-two k.
+#[derive(Clone, Copy)]
+struct Binner {
+    k: u64,
+    /// `64 - log2(k)` when k is a power of two above 1 (then `(hi32(h) * k) >> 32 = h >> shift`), else 0.
+    shift: u32,
+}
+
+impl Binner {
+    #[inline(always)]
+    fn new(k: usize) -> Binner {
+        let shift = if k > 1 && k.is_power_of_two() {
+            64 - k.trailing_zeros()
+        } else {
+            0
+        };
+        Binner { k: k as u64, shift }
+    }
+
+    #[inline(always)]
+    fn bin(&self, h: u64) -> usize {
+        (if self.shift != 0 {
+            h >> self.shift
+        } else {
+            // k < 2^32 (checked in `Oph::new`), so the product fits.
+            ((h >> 32) * self.k) >> 32
+        }) as usize
+    }
+
+    /// `bins[bin(h)] = min(.., min(lo32(h), EMPTY - 1))`.
+    ///
+    /// # Panics
+    /// If `bins.len()` is not this binner's k (a check the compiler hoists out of loops).
+    #[inline(always)]
+    fn update(&self, bins: &mut [u32], h: u64) {
+        assert_eq!(bins.len() as u64, self.k, "bins of another k");
+        let bin = self.bin(h);
+        // Tests run with debug assertions, so a broken bin computation fails loudly there.
+        debug_assert!(bin < bins.len(), "bin {bin} of {}", bins.len());
+        // SAFETY: bin < k = bins.len(): with the shift, h >> (64 - log2 k) < 2^log2 k = k; with the multiply,
+        // hi32(h) < 2^32 gives (hi32(h) * k) >> 32 < k.
+        let slot = unsafe { bins.get_unchecked_mut(bin) };
+        *slot = (*slot).min((h as u32).min(EMPTY - 1));
+    }
+}
+
+/// The per-chunk filter of [`pipeline`]: 16 thresholds, one per group of bins, looked up by the top 4 bits of
+/// `h` (`vpermt2q`). Group g holds the mixed ids with `hi32(h)` in `[g * 2^28, (g + 1) * 2^28)`, which land in
+/// bins `(g * 2^28 * k) >> 32 ..= (((g + 1) * 2^28 - 1) * k) >> 32`; its threshold is the largest of those bins
+/// (or 2^32, passing everything, while one of them is empty). A value at or above it cannot lower its bin.
+/// Thresholds are taken at the start of a chunk and only fall afterwards, so a stale one is still valid.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct GroupBounds {
+    /// Groups 0..8 and 8..16, one u64 threshold per lane.
+    lo: std::arch::x86_64::__m512i,
+    hi: std::arch::x86_64::__m512i,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl GroupBounds {
+    #[inline(always)]
+    fn of(bins: &[u32]) -> Self {
+        use std::arch::x86_64::*;
+        let k = bins.len();
+        let mut t = [0u32; 16];
+        if k == 128 {
+            // Group g is bins 8g..8g + 8: reduce each 8-lane half of each vector to its max with three
+            // shuffle-max steps, then read lane 0 and lane 8.
+            for (j, v16) in bins.chunks_exact(16).enumerate() {
+                // SAFETY: `v16` is 16 readable u32; only inlined into AVX-512F code.
+                unsafe {
+                    let mut v = _mm512_loadu_si512(v16.as_ptr().cast());
+                    v = _mm512_max_epu32(v, _mm512_shuffle_epi32::<0xb1>(v));
+                    v = _mm512_max_epu32(v, _mm512_shuffle_epi32::<0x4e>(v));
+                    v = _mm512_max_epu32(v, _mm512_shuffle_i64x2::<0xb1>(v, v));
+                    t[2 * j] = _mm512_cvtsi512_si32(v) as u32;
+                    t[2 * j + 1] = _mm_cvtsi128_si32(_mm512_extracti32x4_epi32::<2>(v)) as u32;
+                }
+            }
+        } else {
+            let k = k as u64;
+            for (g, t) in t.iter_mut().enumerate() {
+                let g = g as u64;
+                let first = ((g << 28) * k) >> 32;
+                let last = ((((g + 1) << 28) - 1) * k) >> 32;
+                *t = bins[first as usize..=last as usize]
+                    .iter()
+                    .copied()
+                    .max()
+                    .unwrap_or(EMPTY);
+            }
+        }
+        let t64 = t.map(|max| if max == EMPTY { 1u64 << 32 } else { max as u64 });
+        // SAFETY: `t64` is 16 readable u64; only inlined into AVX-512F code.
+        unsafe {
+            GroupBounds {
+                lo: _mm512_loadu_si512(t64.as_ptr().cast()),
+                hi: _mm512_loadu_si512(t64.as_ptr().add(8).cast()),
+            }
+        }
+    }
+
+    /// The lanes of `h` that may lower their bin.
+    #[inline(always)]
+    fn pass(&self, h: std::arch::x86_64::__m512i) -> std::arch::x86_64::__mmask8 {
+        use std::arch::x86_64::*;
+        // SAFETY: only inlined into AVX-512 F/DQ code.
+        unsafe {
+            let bound = _mm512_permutex2var_epi64(self.lo, _mm512_srli_epi64::<60>(h), self.hi);
+            let value = _mm512_and_si512(h, _mm512_set1_epi64(u32::MAX as i64));
+            _mm512_cmplt_epu64_mask(value, bound)
+        }
+    }
+}
+
+/// Where [`pipeline`] takes its vectors of 8 inputs from.
+#[cfg(target_arch = "x86_64")]
+trait Source {
+    /// Stage 1 of vector `t`: load its 8 inputs and start on them (for windows: the id's multiply).
+    ///
+    /// # Safety
+    /// `t` is below the vector count the pipeline was given, and the CPU supports AVX-512 F/DQ/BW/VL.
+    unsafe fn stage1(&self, t: usize) -> std::arch::x86_64::__m512i;
+    /// Finishes stage 1's output into `z = id ^ seed`, the input of `mix64`.
+    fn finish(
+        &self,
+        raw: std::arch::x86_64::__m512i,
+        seed: std::arch::x86_64::__m512i,
+    ) -> std::arch::x86_64::__m512i;
+}
+
+/// Ids already in memory.
+#[cfg(target_arch = "x86_64")]
+struct Ids<'a>(&'a [u64]);
+
+#[cfg(target_arch = "x86_64")]
+impl Source for Ids<'_> {
+    #[inline(always)]
+    unsafe fn stage1(&self, t: usize) -> std::arch::x86_64::__m512i {
+        debug_assert!(8 * t + 8 <= self.0.len());
+        // SAFETY: 8t + 8 <= ids.len() by the caller's contract (vector t exists).
+        unsafe { std::arch::x86_64::_mm512_loadu_si512(self.0.as_ptr().add(8 * t).cast()) }
+    }
+    #[inline(always)]
+    fn finish(
+        &self,
+        raw: std::arch::x86_64::__m512i,
+        seed: std::arch::x86_64::__m512i,
+    ) -> std::arch::x86_64::__m512i {
+        // SAFETY: only inlined into AVX-512F code.
+        unsafe { std::arch::x86_64::_mm512_xor_si512(raw, seed) }
+    }
+}
+
+/// Windows of a text, hashed in registers: vector t is the windows starting at bytes 8t..8t + 8.
+#[cfg(target_arch = "x86_64")]
+struct Windows {
+    p: *const u8,
+    x8: WindowsX8,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Source for Windows {
+    #[inline(always)]
+    unsafe fn stage1(&self, t: usize) -> std::arch::x86_64::__m512i {
+        // SAFETY: the caller made 16 bytes readable at 8t for every vector t it asks for.
+        unsafe { self.x8.products(self.p.add(8 * t)) }
+    }
+    #[inline(always)]
+    fn finish(
+        &self,
+        raw: std::arch::x86_64::__m512i,
+        seed: std::arch::x86_64::__m512i,
+    ) -> std::arch::x86_64::__m512i {
+        use std::arch::x86_64::*;
+        // The id is x ^ (x >> 32) (see `mix_short`); XOR the seed in the same op.
+        // SAFETY: only inlined into AVX-512F code.
+        unsafe { _mm512_ternarylogic_epi64::<0x96>(raw, _mm512_srli_epi64::<32>(raw), seed) }
+    }
+}
+
+/// The raw-sketch update of `vectors` vectors of 8 inputs from `src`: each input becomes `h = mix64(id ^ seed)`
+/// and `bins[bin(h)] = min(.., value(h))`, exactly as [`Oph::sign_raw`] defines it. Per step, 8 inputs are mixed
+/// in registers, filtered ([`GroupBounds`]) and compressed into a candidate buffer; only candidates reach the
+/// scalar update, and min is order-free, so the bins are the same.
+///
+/// Scheduling. Each 64-bit multiply has a long latency (about 16 cycles) and one input goes through three
+/// (two for ids), so the loop is software-pipelined by hand: step t runs stage 1 of vector t, the first `mix64`
+/// multiply of vector t - 1, the second of vector t - 2 and the filter of vector t - 3, whose inputs are all
+/// ready. A chunk's candidates are applied during the next chunk's first steps, a few per step, on the scalar
+/// ports the vector code leaves idle; then the bounds are refreshed.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/DQ/BW/VL and POPCNT, and `src.stage1(t)` must be valid for `t < vectors`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32]) {
+    // SAFETY: the intrinsics need the CPU features of this function's contract; the unsafe calls inside
+    // carry their own reasons.
+    unsafe {
+        use std::arch::x86_64::*;
+        const STEPS_PER_CHUNK: usize = CHUNK / 8;
+        /// Candidates of the previous chunk applied per step (a whole chunk's worth fits in one chunk).
+        const DRAIN_PER_STEP: usize = 8;
+        const DEPTH: usize = 3;
+        if vectors == 0 {
+            return;
+        }
+        let binner = Binner::new(bins.len());
+        let seed_v = _mm512_set1_epi64(seed as i64);
+        let c1 = _mm512_set1_epi64(0xbf58_476d_1ce4_e5b9_u64 as i64);
+        let c2 = _mm512_set1_epi64(0x94d0_49bb_1331_11eb_u64 as i64);
+        let mut cand = [[0u64; CHUNK]; 2];
+        let mut pending = 0usize;
+        let mut turn = 0usize;
+        // Pipeline registers: after step t, `a` holds vector t after stage 1, `b` vector t - 1 after mix64's first
+        // multiply, `c` vector t - 2 after its second.
+        let zero = _mm512_setzero_si512();
+        let (mut a, mut b, mut c) = (zero, zero, zero);
+        // Steps: one per vector, then DEPTH more to drain the pipeline. Stage 1 of a step past the last vector
+        // reloads the last one; its results never reach the filter.
+        let total = vectors + DEPTH;
+        macro_rules! stages_1_to_3 {
+            ($t:expr) => {{
+                c = _mm512_mullo_epi64(_mm512_xor_si512(b, _mm512_srli_epi64::<27>(b)), c2);
+                let z = src.finish(a, seed_v);
+                b = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64::<30>(z)), c1);
+                // min(t, vectors - 1) < vectors: a valid vector, as `stage1` requires.
+                a = src.stage1($t.min(vectors - 1));
+            }};
+        }
+        // One full step: the filter of vector t - 3 (compressed into `cur` at `kept`), then stages 1 to 3.
+        macro_rules! step {
+            ($t:expr, $bounds:expr, $cur:expr, $kept:expr) => {{
+                let h = _mm512_xor_si512(c, _mm512_srli_epi64::<31>(c));
+                let m = $bounds.pass(h);
+                // kept <= 8 * (steps so far in this chunk) <= CHUNK - 8, so 8 lanes fit at cur[kept].
+                _mm512_storeu_si512(
+                    $cur.as_mut_ptr().add($kept).cast(),
+                    _mm512_maskz_compress_epi64(m, h),
+                );
+                $kept += m.count_ones() as usize;
+                stages_1_to_3!($t);
+            }};
+        }
+        let mut t = 0usize;
+        while t < DEPTH {
+            stages_1_to_3!(t);
+            t += 1;
+        }
+        let mut bounds = GroupBounds::of(bins);
+        while t < total {
+            let chunk_end = (t + STEPS_PER_CHUNK).min(total);
+            let (lo, hi) = cand.split_at_mut(1);
+            let (cur, prev) = if turn == 0 {
+                (&mut lo[0], &hi[0])
+            } else {
+                (&mut hi[0], &lo[0])
+            };
+            let mut kept = 0usize;
+            let mut q = 0usize;
+            // Phase 1: steps with the previous chunk's candidates applied a few per step. The bounds still
+            // predate those candidates (valid, looser).
+            while t < chunk_end && q < pending {
+                step!(t, bounds, cur, kept);
+                let stop = (q + DRAIN_PER_STEP).min(pending);
+                while q < stop {
+                    binner.update(bins, prev[q]);
+                    q += 1;
+                }
+                t += 1;
+            }
+            for &h in &prev[q..pending] {
+                binner.update(bins, h);
+            }
+            // Phase 2: every earlier candidate is in the bins; tighten the bounds and run the rest of the chunk.
+            bounds = GroupBounds::of(bins);
+            while t < chunk_end {
+                step!(t, bounds, cur, kept);
+                t += 1;
+            }
+            pending = kept;
+            turn ^= 1;
+        }
+        for &h in &cand[turn ^ 1][..pending] {
+            binner.update(bins, h);
+        }
+    }
+}
+
+/// The AVX-512 raw sketch from ids: [`pipeline`] over the full vectors, `mix64` one by one for the rest.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/DQ/BW/VL and POPCNT.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt")]
 unsafe fn sign_raw_avx512(ids: &[u64], seed: u64, bins: &mut [u32]) {
-    let k = bins.len() as u64;
-    let mut packed = [0u64; CHUNK];
-    let mut cand = [0u64; CHUNK];
-    for chunk in ids.chunks(CHUNK) {
-        let packed = &mut packed[..chunk.len()];
-        bin_values_plain(chunk, seed, k, packed);
-        // SAFETY: CPU features by this function's contract; packed.len() <= CHUNK; bins packed by
-        // `bin_values_plain` with k = bins.len() are < bins.len().
-        unsafe { filtered_min_update_avx512(packed, bins, &mut cand) };
+    let vectors = ids.len() / 8;
+    // SAFETY: vector t < ids.len() / 8 is 8 ids in bounds; CPU features by contract.
+    unsafe { pipeline(&Ids(ids), vectors, seed, bins) };
+    let binner = Binner::new(bins.len());
+    for &id in &ids[8 * vectors..] {
+        binner.update(bins, mix64(id ^ seed));
+    }
+}
+
+/// The AVX-512 raw-sketch update for a run of `k`-byte windows (`bytes[i..i + k]`, `i < count`, `k <= 8`, ids as
+/// in [`WindowSink::run`]): [`pipeline`] over the vectors whose 16-byte loads stay inside `bytes`, then the last
+/// few windows (at most 15) from a zero-padded copy, through the same vector hash.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/DQ/BW/VL and POPCNT; `1 <= k <= 8` and `count + k - 1 <= bytes.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt")]
+unsafe fn sign_raw_run_avx512(
+    bytes: &[u8],
+    k: usize,
+    short_key: u64,
+    count: usize,
+    seed: u64,
+    bins: &mut [u32],
+) {
+    use std::arch::x86_64::*;
+    assert!((1..=8).contains(&k) && count + k <= bytes.len() + 1);
+    let x8 = WindowsX8::new(k, short_key);
+    // Vector t reads bytes 8t..8t + 16 and covers windows 8t..8t + 8.
+    let by_bytes = if bytes.len() >= 16 {
+        (bytes.len() - 16) / 8 + 1
+    } else {
+        0
+    };
+    let vectors = (count / 8).min(by_bytes);
+    let src = Windows {
+        p: bytes.as_ptr(),
+        x8,
+    };
+    // SAFETY: for t < vectors, 8t + 16 <= bytes.len(); CPU features by contract.
+    unsafe { pipeline(&src, vectors, seed, bins) };
+    // The rest: fewer than 8 windows (count bound), or fewer than 16 (byte bound: 8 * vectors > len - 16, so
+    // count - 8 * vectors <= len - k + 1 - 8 * vectors < 17 - k). Their bytes, at most 15 + 7 = 22, fit the
+    // copy.
+    let done = 8 * vectors;
+    let rest = count - done;
+    if rest == 0 {
+        return;
+    }
+    debug_assert!(rest <= 16);
+    let mut buf = [0u8; 32];
+    let avail = (bytes.len() - done).min(32);
+    buf[..avail].copy_from_slice(&bytes[done..done + avail]);
+    let binner = Binner::new(bins.len());
+    let seed_v = _mm512_set1_epi64(seed as i64);
+    for v in 0..rest.div_ceil(8) {
+        // SAFETY: 8v + 16 <= 32 for v <= 1. Zero bytes past `avail` only reach lanes past `rest`: window j of
+        // the copy uses bytes j..j + k <= rest + k - 1 <= avail.
+        let h = mix64_x8(unsafe { src.finish(x8.products(buf.as_ptr().add(8 * v)), seed_v) });
+        let mut lanes = [0u64; 8];
+        // SAFETY: `lanes` is 64 writable bytes.
+        unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), h) };
+        for &h in &lanes[..(rest - 8 * v).min(8)] {
+            binner.update(bins, h);
+        }
+    }
+}
+
+/// The [`WindowSink`] of [`Oph::sign_text`]: runs go to [`sign_raw_run_avx512`], single ids to `mix64` and the
+/// scalar update. Only built after [`filter_ok`] said the AVX-512 code may run.
+#[cfg(target_arch = "x86_64")]
+struct RawSketchSink<'a> {
+    bins: &'a mut [u32],
+    seed: u64,
+    /// Whether any window arrived (else the set is empty).
+    any: bool,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl WindowSink for RawSketchSink<'_> {
+    fn run(&mut self, bytes: &[u8], k: usize, short_key: u64, count: usize) {
+        self.any |= count > 0;
+        // SAFETY: this sink exists only once `filter_ok` confirmed AVX-512 F/DQ/BW/VL and POPCNT; `run`'s
+        // contract gives 1 <= k <= 8 and count + k - 1 <= bytes.len() (checked again inside).
+        unsafe { sign_raw_run_avx512(bytes, k, short_key, count, self.seed, self.bins) };
+    }
+    fn id(&mut self, id: u64) {
+        self.any = true;
+        update_one(self.bins, mix64(id ^ self.seed));
     }
 }
 
@@ -318,6 +718,34 @@ impl Kernel for Oph {
     }
     fn isa(&self) -> Isa {
         if self.wide { Isa::Avx512 } else { Isa::Scalar }
+    }
+    fn sign_text(
+        &self,
+        shingler: &Shingler,
+        text: &str,
+        ids: &mut Vec<u64>,
+        out: &mut [u32],
+    ) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if filter_ok(self.wide) {
+            assert_eq!(out.len(), self.num_perm, "output length must be num_perm");
+            out.fill(EMPTY);
+            let mut sink = RawSketchSink {
+                bins: out,
+                seed: self.mix_seed,
+                any: false,
+            };
+            if shingler.stream_windows(text, &mut sink) {
+                let any = sink.any;
+                if any {
+                    self.densify(out);
+                } else {
+                    out.fill(u32::MAX);
+                }
+                return !any;
+            }
+        }
+        super::sign_via_ids(self, shingler, text, ids, out)
     }
     fn sign(&self, ids: &[u64], out: &mut [u32]) {
         self.sign_raw(ids, out);
