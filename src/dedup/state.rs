@@ -2,10 +2,11 @@
 //! them, so a later run can load them and take new documents online (`--load state.bin --save state.bin`).
 //! The banding is not part of the state: the index is rebuilt from the signatures, so any (b, r) can be used.
 //!
-//! Format, version 1, all integers little-endian:
+//! Format, version 2, all integers little-endian (version 1 had the same layout, but its signatures were made
+//! from the earlier shingle ids of windows of at most 8 bytes, so it is refused rather than mixed with new ones):
 //! ```text
 //! magic     16 bytes  "LSHBENCH-STATE\0\0"
-//! version   u32       1
+//! version   u32       2
 //! hlen      u32       length of the header
 //! header    hlen bytes of JSON: kernel, num_perm, seed, shingle, lowercase, collapse_whitespace,
 //!           strip_punctuation, documents, crate version
@@ -21,7 +22,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 const MAGIC: &[u8; 16] = b"LSHBENCH-STATE\0\0";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// What made the signatures. A state is only usable by a run with the same values.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
