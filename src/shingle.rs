@@ -521,9 +521,8 @@ fn ascii_prefix_len(bytes: &[u8]) -> usize {
 fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut impl WindowSink) {
     let bytes = text.as_bytes();
     let n = bytes.len();
-    // core's word-at-a-time char count.
-    let chars = text.chars().count();
-    if chars <= k {
+    // At most k chars: one shingle, the whole text (looking at k + 1 chars at most).
+    if text.chars().nth(k).is_none() {
         out.id(id_of(bytes, key));
         return;
     }
@@ -547,7 +546,10 @@ fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut impl W
         }
         Some(e)
     };
+    // `s` walks the char starts; `end`, when known, is the end of the window of k chars starting at `s`, and
+    // moves along with it one char at a time.
     let mut s = 0usize;
+    let mut end: Option<usize> = None;
     while s < n {
         if bytes[s] < 0x80 {
             let run_end = s + ascii_prefix_len(&bytes[s..]);
@@ -556,14 +558,20 @@ fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut impl W
                 let count = run_end - s - k + 1;
                 out.run(&bytes[s..], k, key.short, count);
                 s += count;
+                end = None;
                 continue;
             }
         }
-        match end_of(s) {
-            Some(e) => emit(s, e, &mut |id| out.id(id)),
-            None => break,
+        let Some(e) = end.or_else(|| end_of(s)) else {
+            break;
+        };
+        emit(s, e, &mut |id| out.id(id));
+        if e >= n {
+            // The next window would need a char past the end.
+            break;
         }
         s += utf8_width(bytes[s]);
+        end = Some(e + utf8_width(bytes[e]));
     }
 }
 

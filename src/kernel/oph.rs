@@ -160,11 +160,12 @@ pub(super) unsafe fn filtered_min_update_avx512(
 }
 
 /// Whether the AVX-512 filtered update may run: `wide` is only set after checking AVX-512 F/DQ/BW/VL; every
-/// AVX-512 CPU has POPCNT, checked anyway (the detection is cached, so this is a load and a test).
+/// AVX-512 CPU has POPCNT and BMI2, checked anyway (the detection is cached, so these are loads and tests).
 #[cfg(target_arch = "x86_64")]
 #[inline]
 pub(super) fn filter_ok(wide: bool) -> bool {
     wide && std::arch::is_x86_feature_detected!("popcnt")
+        && std::arch::is_x86_feature_detected!("bmi2")
 }
 
 /// `mix64` on 8 lanes (the same arithmetic as [`mix64`], so the same bits).
@@ -237,6 +238,18 @@ impl Binner {
         let slot = unsafe { bins.get_unchecked_mut(bin) };
         *slot = (*slot).min((h as u32).min(EMPTY - 1));
     }
+
+    /// [`Binner::update`] for an `h` whose value is already capped (the candidates of [`pipeline`]).
+    #[inline(always)]
+    fn update_capped(&self, bins: &mut [u32], h: u64) {
+        assert_eq!(bins.len() as u64, self.k, "bins of another k");
+        let bin = self.bin(h);
+        debug_assert!(bin < bins.len(), "bin {bin} of {}", bins.len());
+        debug_assert!(h as u32 != EMPTY);
+        // SAFETY: as in `update`.
+        let slot = unsafe { bins.get_unchecked_mut(bin) };
+        *slot = (*slot).min(h as u32);
+    }
 }
 
 /// The per-chunk filter of [`pipeline`]: 16 thresholds, one per group of bins, looked up by the top 4 bits of
@@ -286,7 +299,8 @@ impl GroupBounds {
                     .unwrap_or(EMPTY);
             }
         }
-        let t64 = t.map(|max| if max == EMPTY { 1u64 << 32 } else { max as u64 });
+        // A group with an empty bin has threshold EMPTY: every capped value passes.
+        let t64 = t.map(|max| max as u64);
         // SAFETY: `t64` is 16 readable u64; only inlined into AVX-512F code.
         unsafe {
             GroupBounds {
@@ -296,15 +310,22 @@ impl GroupBounds {
         }
     }
 
-    /// The lanes of `h` that may lower their bin.
+    /// Caps the value of each lane of `h` (`lo32 = min(lo32, EMPTY - 1)`, so the scalar update need not) and
+    /// returns the capped lanes with the mask of those that may lower their bin: capped value < threshold.
     #[inline(always)]
-    fn pass(&self, h: std::arch::x86_64::__m512i) -> std::arch::x86_64::__mmask8 {
+    fn pass(
+        &self,
+        h: std::arch::x86_64::__m512i,
+    ) -> (std::arch::x86_64::__m512i, std::arch::x86_64::__mmask8) {
         use std::arch::x86_64::*;
         // SAFETY: only inlined into AVX-512 F/DQ code.
         unsafe {
             let bound = _mm512_permutex2var_epi64(self.lo, _mm512_srli_epi64::<60>(h), self.hi);
-            let value = _mm512_and_si512(h, _mm512_set1_epi64(u32::MAX as i64));
-            _mm512_cmplt_epu64_mask(value, bound)
+            // Unsigned 32-bit min against (EMPTY - 1, 0) per lane: the capped value, zero-extended.
+            let value = _mm512_min_epu32(h, _mm512_set1_epi64((EMPTY - 1) as i64));
+            // The capped value below, h's bin bits above.
+            let capped = _mm512_mask_blend_epi32(0x5555, h, value);
+            (capped, _mm512_cmplt_epu64_mask(value, bound))
         }
     }
 }
@@ -387,7 +408,7 @@ impl Source for Windows {
 /// ports the vector code leaves idle; then the bounds are refreshed.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F/DQ/BW/VL and POPCNT, and `src.stage1(t)` must be valid for `t < vectors`.
+/// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT and BMI2, and `src.stage1(t)` must be valid for `t < vectors`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32]) {
@@ -429,11 +450,11 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
         macro_rules! step {
             ($t:expr, $bounds:expr, $cur:expr, $kept:expr) => {{
                 let h = _mm512_xor_si512(c, _mm512_srli_epi64::<31>(c));
-                let m = $bounds.pass(h);
+                let (capped, m) = $bounds.pass(h);
                 // kept <= 8 * (steps so far in this chunk) <= CHUNK - 8, so 8 lanes fit at cur[kept].
                 _mm512_storeu_si512(
                     $cur.as_mut_ptr().add($kept).cast(),
-                    _mm512_maskz_compress_epi64(m, h),
+                    _mm512_maskz_compress_epi64(m, capped),
                 );
                 $kept += m.count_ones() as usize;
                 stages_1_to_3!($t);
@@ -460,14 +481,14 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
             while t < chunk_end && q < pending {
                 step!(t, bounds, cur, kept);
                 let stop = (q + DRAIN_PER_STEP).min(pending);
-                while q < stop {
-                    binner.update(bins, prev[q]);
-                    q += 1;
+                for &h in &prev[q..stop] {
+                    binner.update_capped(bins, h);
                 }
+                q = stop;
                 t += 1;
             }
             for &h in &prev[q..pending] {
-                binner.update(bins, h);
+                binner.update_capped(bins, h);
             }
             // Phase 2: every earlier candidate is in the bins; tighten the bounds and run the rest of the chunk.
             bounds = GroupBounds::of(bins);
@@ -479,7 +500,7 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
             turn ^= 1;
         }
         for &h in &cand[turn ^ 1][..pending] {
-            binner.update(bins, h);
+            binner.update_capped(bins, h);
         }
     }
 }
@@ -487,9 +508,9 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
 /// The AVX-512 raw sketch from ids: [`pipeline`] over the full vectors, `mix64` one by one for the rest.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F/DQ/BW/VL and POPCNT.
+/// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT and BMI2.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt,bmi2")]
 unsafe fn sign_raw_avx512(ids: &[u64], seed: u64, bins: &mut [u32]) {
     let vectors = ids.len() / 8;
     // SAFETY: vector t < ids.len() / 8 is 8 ids in bounds; CPU features by contract.
@@ -505,9 +526,9 @@ unsafe fn sign_raw_avx512(ids: &[u64], seed: u64, bins: &mut [u32]) {
 /// few windows (at most 15) from a zero-padded copy, through the same vector hash.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F/DQ/BW/VL and POPCNT; `1 <= k <= 8` and `count + k - 1 <= bytes.len()`.
+/// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT and BMI2; `1 <= k <= 8` and `count + k - 1 <= bytes.len()`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt,bmi2")]
 unsafe fn sign_raw_run_avx512(
     bytes: &[u8],
     k: usize,
@@ -573,7 +594,7 @@ struct RawSketchSink<'a> {
 impl WindowSink for RawSketchSink<'_> {
     fn run(&mut self, bytes: &[u8], k: usize, short_key: u64, count: usize) {
         self.any |= count > 0;
-        // SAFETY: this sink exists only once `filter_ok` confirmed AVX-512 F/DQ/BW/VL and POPCNT; `run`'s
+        // SAFETY: this sink exists only once `filter_ok` confirmed AVX-512 F/DQ/BW/VL, POPCNT and BMI2; `run`'s
         // contract gives 1 <= k <= 8 and count + k - 1 <= bytes.len() (checked again inside).
         unsafe { sign_raw_run_avx512(bytes, k, short_key, count, self.seed, self.bins) };
     }
@@ -631,7 +652,7 @@ impl Oph {
         bins.fill(EMPTY);
         #[cfg(target_arch = "x86_64")]
         if filter_ok(self.wide) {
-            // SAFETY: `filter_ok` checked AVX-512 F/DQ/BW/VL (when `wide` was set) and POPCNT.
+            // SAFETY: `filter_ok` checked AVX-512 F/DQ/BW/VL (when `wide` was set), POPCNT and BMI2.
             unsafe { sign_raw_avx512(ids, self.mix_seed, bins) };
             return;
         }
