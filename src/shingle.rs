@@ -139,7 +139,7 @@ impl Shingler {
         match self.kind {
             ShingleKind::Byte(k) => byte_windows(text.as_bytes(), k, &key, out),
             ShingleKind::Char(k) => {
-                if text.is_ascii() {
+                if is_ascii(text) {
                     byte_windows(text.as_bytes(), k, &key, out)
                 } else {
                     char_windows_generic(text, k, &key, out)
@@ -165,7 +165,7 @@ impl Shingler {
             return true;
         }
         let key = ShingleKey::new(self.seed);
-        if matches!(self.kind, ShingleKind::Char(_)) && !text.is_ascii() {
+        if matches!(self.kind, ShingleKind::Char(_)) && !is_ascii(text) {
             char_windows_generic(text, k, &key, sink);
         } else {
             byte_windows(text.as_bytes(), k, &key, sink);
@@ -493,8 +493,35 @@ impl WindowSink for Vec<u64> {
     }
 }
 
-/// The length of the longest all-ASCII prefix of `bytes`, eight bytes per step.
+/// The length of the longest all-ASCII prefix of `bytes`: 64 bytes per step with AVX-512BW when the CPU has it
+/// (and `LSHBENCH_ISA` allows it), else eight bytes per step.
 fn ascii_prefix_len(bytes: &[u8]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if crate::kernel::wide_vectors() {
+        // SAFETY: wide_vectors() checked AVX-512 F/DQ/BW/VL.
+        return unsafe { ascii_prefix_len_avx512(bytes) };
+    }
+    ascii_prefix_len_swar(bytes)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn ascii_prefix_len_avx512(bytes: &[u8]) -> usize {
+    use std::arch::x86_64::{_mm512_loadu_si512, _mm512_movepi8_mask};
+    let mut blocks = bytes.chunks_exact(64);
+    let mut len = 0;
+    for block in &mut blocks {
+        // SAFETY: `block` is 64 readable bytes.
+        let high = _mm512_movepi8_mask(unsafe { _mm512_loadu_si512(block.as_ptr().cast()) });
+        if high != 0 {
+            return len + high.trailing_zeros() as usize;
+        }
+        len += 64;
+    }
+    len + ascii_prefix_len_swar(blocks.remainder())
+}
+
+fn ascii_prefix_len_swar(bytes: &[u8]) -> usize {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut words = bytes.chunks_exact(8);
     let mut len = 0;
@@ -511,6 +538,11 @@ fn ascii_prefix_len(bytes: &[u8]) -> usize {
         .iter()
         .position(|b| !b.is_ascii())
         .unwrap_or(words.remainder().len())
+}
+
+/// Whether `text` is all ASCII ([`ascii_prefix_len`] over the whole text).
+fn is_ascii(text: &str) -> bool {
+    ascii_prefix_len(text.as_bytes()) == text.len()
 }
 
 /// Every window of `k` Unicode scalar values, cut at char boundaries and hashed on its bytes.
@@ -835,13 +867,23 @@ mod tests {
 
     #[test]
     fn ascii_prefix_len_finds_the_first_high_byte() {
-        for len in 0..40 {
+        for len in (0..80).chain([127, 128, 129, 200]) {
             for at in 0..=len {
                 let mut bytes = vec![b'a'; len];
                 if at < len {
                     bytes[at] = 0xc3;
                 }
                 assert_eq!(ascii_prefix_len(&bytes), at, "len={len} at={at}");
+                assert_eq!(ascii_prefix_len_swar(&bytes), at, "len={len} at={at}");
+                #[cfg(target_arch = "x86_64")]
+                if crate::kernel::Isa::Avx512.supported() {
+                    // SAFETY: checked just above.
+                    assert_eq!(
+                        unsafe { ascii_prefix_len_avx512(&bytes) },
+                        at,
+                        "len={len} at={at}"
+                    );
+                }
             }
         }
     }

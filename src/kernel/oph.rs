@@ -252,60 +252,68 @@ impl Binner {
     }
 }
 
-/// The per-chunk filter of [`pipeline`]: 16 thresholds, one per group of bins, looked up by the top 4 bits of
-/// `h` (`vpermt2q`). Group g holds the mixed ids with `hi32(h)` in `[g * 2^28, (g + 1) * 2^28)`, which land in
-/// bins `(g * 2^28 * k) >> 32 ..= (((g + 1) * 2^28 - 1) * k) >> 32`; its threshold is the largest of those bins
-/// (or 2^32, passing everything, while one of them is empty). A value at or above it cannot lower its bin.
-/// Thresholds are taken at the start of a chunk and only fall afterwards, so a stale one is still valid.
+/// The per-chunk filter of [`pipeline`]: 64 thresholds, one per group of bins, looked up by the top 6 bits of
+/// `h` (two `vpermt2d` over 32-entry tables and a blend on the top bit). Group g holds the mixed ids with
+/// `hi32(h)` in `[g * 2^26, (g + 1) * 2^26)`, which land in bins `(g * 2^26 * k) >> 32` to
+/// `(((g + 1) * 2^26 - 1) * k) >> 32` (two bins each at k = 128); its threshold is the largest of those bins,
+/// EMPTY while one is empty.
+/// A capped value at or above it cannot lower its bin. Thresholds are taken during a chunk and only fall
+/// afterwards, so a stale one is still valid.
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 struct GroupBounds {
-    /// Groups 0..8 and 8..16, one u64 threshold per lane.
-    lo: std::arch::x86_64::__m512i,
-    hi: std::arch::x86_64::__m512i,
+    /// Groups 0..16, 16..32, 32..48, 48..64: one u32 threshold per lane.
+    t: [std::arch::x86_64::__m512i; 4],
 }
 
 #[cfg(target_arch = "x86_64")]
 impl GroupBounds {
+    const GROUPS: usize = 64;
+
     #[inline(always)]
     fn of(bins: &[u32]) -> Self {
         use std::arch::x86_64::*;
         let k = bins.len();
-        let mut t = [0u32; 16];
-        if k == 128 {
-            // Group g is bins 8g..8g + 8: reduce each 8-lane half of each vector to its max with three
-            // shuffle-max steps, then read lane 0 and lane 8.
-            for (j, v16) in bins.chunks_exact(16).enumerate() {
-                // SAFETY: `v16` is 16 readable u32; only inlined into AVX-512F code.
-                unsafe {
-                    let mut v = _mm512_loadu_si512(v16.as_ptr().cast());
-                    v = _mm512_max_epu32(v, _mm512_shuffle_epi32::<0xb1>(v));
-                    v = _mm512_max_epu32(v, _mm512_shuffle_epi32::<0x4e>(v));
-                    v = _mm512_max_epu32(v, _mm512_shuffle_i64x2::<0xb1>(v, v));
-                    t[2 * j] = _mm512_cvtsi512_si32(v) as u32;
-                    t[2 * j + 1] = _mm_cvtsi128_si32(_mm512_extracti32x4_epi32::<2>(v)) as u32;
+        // SAFETY (the intrinsics): only inlined into AVX-512F code.
+        unsafe {
+            if k == 128 {
+                // Group g is bins 2g and 2g + 1: a pairwise max puts it in both lanes of the pair, then one
+                // vpermt2d per two vectors keeps the even lanes.
+                // (No closures here: they would not inherit the target features, and the intrinsics would
+                // become calls.)
+                let even =
+                    _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+                let mut t = [_mm512_setzero_si512(); 4];
+                for (i, t) in t.iter_mut().enumerate() {
+                    // `bins` has 128 entries: 32i + 32 <= 128 for i < 4.
+                    let a = _mm512_loadu_si512(bins.as_ptr().add(32 * i).cast());
+                    let b = _mm512_loadu_si512(bins.as_ptr().add(32 * i + 16).cast());
+                    let a = _mm512_max_epu32(a, _mm512_shuffle_epi32::<0xb1>(a));
+                    let b = _mm512_max_epu32(b, _mm512_shuffle_epi32::<0xb1>(b));
+                    *t = _mm512_permutex2var_epi32(a, even, b);
                 }
+                return GroupBounds { t };
             }
-        } else {
             let k = k as u64;
+            let mut t = [0u32; Self::GROUPS];
             for (g, t) in t.iter_mut().enumerate() {
                 let g = g as u64;
-                let first = ((g << 28) * k) >> 32;
-                let last = ((((g + 1) << 28) - 1) * k) >> 32;
+                let first = ((g << 26) * k) >> 32;
+                let last = ((((g + 1) << 26) - 1) * k) >> 32;
                 *t = bins[first as usize..=last as usize]
                     .iter()
                     .copied()
                     .max()
                     .unwrap_or(EMPTY);
             }
-        }
-        // A group with an empty bin has threshold EMPTY: every capped value passes.
-        let t64 = t.map(|max| max as u64);
-        // SAFETY: `t64` is 16 readable u64; only inlined into AVX-512F code.
-        unsafe {
+            let p = t.as_ptr();
             GroupBounds {
-                lo: _mm512_loadu_si512(t64.as_ptr().cast()),
-                hi: _mm512_loadu_si512(t64.as_ptr().add(8).cast()),
+                t: [
+                    _mm512_loadu_si512(p.cast()),
+                    _mm512_loadu_si512(p.add(16).cast()),
+                    _mm512_loadu_si512(p.add(32).cast()),
+                    _mm512_loadu_si512(p.add(48).cast()),
+                ],
             }
         }
     }
@@ -320,12 +328,21 @@ impl GroupBounds {
         use std::arch::x86_64::*;
         // SAFETY: only inlined into AVX-512 F/DQ code.
         unsafe {
-            let bound = _mm512_permutex2var_epi64(self.lo, _mm512_srli_epi64::<60>(h), self.hi);
+            // The group, in the low dword of each lane (the high dword indexes entry 0: masked off below).
+            let g = _mm512_srli_epi64::<58>(h);
+            let lo = _mm512_permutex2var_epi32(self.t[0], g, self.t[1]);
+            let hi = _mm512_permutex2var_epi32(self.t[2], g, self.t[3]);
+            // Bit 5 of the group is the top bit of h.
+            let bound = _mm512_mask_blend_epi64(_mm512_movepi64_mask(h), lo, hi);
+            let low = _mm512_set1_epi64(u32::MAX as i64);
             // Unsigned 32-bit min against (EMPTY - 1, 0) per lane: the capped value, zero-extended.
             let value = _mm512_min_epu32(h, _mm512_set1_epi64((EMPTY - 1) as i64));
             // The capped value below, h's bin bits above.
             let capped = _mm512_mask_blend_epi32(0x5555, h, value);
-            (capped, _mm512_cmplt_epu64_mask(value, bound))
+            (
+                capped,
+                _mm512_cmplt_epu64_mask(value, _mm512_and_si512(bound, low)),
+            )
         }
     }
 }
@@ -480,11 +497,21 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
             // predate those candidates (valid, looser).
             while t < chunk_end && q < pending {
                 step!(t, bounds, cur, kept);
-                let stop = (q + DRAIN_PER_STEP).min(pending);
-                for &h in &prev[q..stop] {
-                    binner.update_capped(bins, h);
+                if q + DRAIN_PER_STEP <= pending {
+                    // A fixed count: the compiler unrolls it, no loop overhead per candidate.
+                    let batch: &[u64; DRAIN_PER_STEP] = prev[q..q + DRAIN_PER_STEP]
+                        .try_into()
+                        .expect("a full batch");
+                    for &h in batch {
+                        binner.update_capped(bins, h);
+                    }
+                    q += DRAIN_PER_STEP;
+                } else {
+                    for &h in &prev[q..pending] {
+                        binner.update_capped(bins, h);
+                    }
+                    q = pending;
                 }
-                q = stop;
                 t += 1;
             }
             for &h in &prev[q..pending] {
