@@ -433,7 +433,9 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
     // carry their own reasons.
     unsafe {
         use std::arch::x86_64::*;
-        const STEPS_PER_CHUNK: usize = CHUNK / 8;
+        /// Windows per chunk: the bounds are refreshed once per chunk.
+        const PIPE_CHUNK: usize = 256;
+        const STEPS_PER_CHUNK: usize = PIPE_CHUNK / 8;
         /// Candidates of the previous chunk applied per step (a whole chunk's worth fits in one chunk).
         const DRAIN_PER_STEP: usize = 8;
         const DEPTH: usize = 3;
@@ -444,7 +446,7 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
         let seed_v = _mm512_set1_epi64(seed as i64);
         let c1 = _mm512_set1_epi64(0xbf58_476d_1ce4_e5b9_u64 as i64);
         let c2 = _mm512_set1_epi64(0x94d0_49bb_1331_11eb_u64 as i64);
-        let mut cand = [[0u64; CHUNK]; 2];
+        let mut cand = [[0u64; PIPE_CHUNK]; 2];
         let mut pending = 0usize;
         let mut turn = 0usize;
         // Pipeline registers: after step t, `a` holds vector t after stage 1, `b` vector t - 1 after mix64's first
@@ -468,7 +470,7 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
             ($t:expr, $bounds:expr, $cur:expr, $kept:expr) => {{
                 let h = _mm512_xor_si512(c, _mm512_srli_epi64::<31>(c));
                 let (capped, m) = $bounds.pass(h);
-                // kept <= 8 * (steps so far in this chunk) <= CHUNK - 8, so 8 lanes fit at cur[kept].
+                // kept <= 8 * (steps so far in this chunk) <= PIPE_CHUNK - 8, so 8 lanes fit at cur[kept].
                 _mm512_storeu_si512(
                     $cur.as_mut_ptr().add($kept).cast(),
                     _mm512_maskz_compress_epi64(m, capped),
