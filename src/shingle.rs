@@ -262,25 +262,23 @@ fn id_of(bytes: &[u8], key: &ShingleKey) -> u64 {
     }
 }
 
-/// Hash of a window of `len <= 8` bytes packed little-endian into `word` (upper bytes zero):
-/// `x = (word ^ key ^ len * G) * M`, `id = x ^ (x >> 32)`, with `G` = 0x9e3779b97f4a7c15 and the odd
-/// `M` = 0xbf58476d1ce4e5b9 (SplitMix64's constants). For a fixed length the map word -> id is a bijection (xor,
-/// multiplication by an odd number and an xor-shift are each invertible mod 2^64), so two distinct windows of the
-/// same length never collide; windows of different lengths collide only by chance.
+/// The id of a window of `len <= 8` bytes packed little-endian into `word` (upper bytes zero):
+/// `word ^ key ^ len * G`, with `G` = 0x9e3779b97f4a7c15 and `key` a SplitMix64 output of the seed.
 ///
-/// One multiply is enough here: an id is only ever compared for equality or fed to a kernel, and every kernel
-/// mixes ids again with its own seeded hash (the fold of [`crate::kernel::family`], `mix64` in `oph`/`fss`).
-/// It keeps the fused text-to-sketch loops of `oph` within their budget of vector multiplies.
+/// Such a window needs no compression: its bytes already fit the 64-bit id, so the id is a seeded bijection of
+/// them. Two distinct windows of the same length never collide, and windows of different lengths (which only
+/// meet when a text is shorter than one window) collide only if their words differ by exactly the
+/// length-term pattern. The hashing proper happens once per shingle, in the kernel, with the kernel's own
+/// seeded mixer (`mix64` in `oph` and `fss`, the key fold of `scalar`/`simd`, see [`crate::kernel::family`]);
+/// every kernel is tested on structured ids (consecutive integers), so none relies on the ids looking random.
+/// Keeping the multiplies out of the id keeps the fused text-to-sketch loop of `oph` within its budget.
 #[inline(always)]
 pub fn mix_short(word: u64, len: u64, key: u64) -> u64 {
-    let x = (word ^ key ^ len.wrapping_mul(SHORT_LEN_MUL)).wrapping_mul(SHORT_MUL);
-    x ^ (x >> 32)
+    word ^ key ^ len.wrapping_mul(SHORT_LEN_MUL)
 }
 
 /// `G` of [`mix_short`].
 const SHORT_LEN_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
-/// `M` of [`mix_short`].
-const SHORT_MUL: u64 = 0xbf58_476d_1ce4_e5b9;
 
 /// SplitMix64's output function (Steele, Lea, Flood 2014): a good 64-bit bijective mixer.
 #[inline(always)]
@@ -352,7 +350,7 @@ fn short_windows_avx512(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64])
         // SAFETY: i + 16 <= bytes.len() (loop condition) and i + 8 <= out.len(); AVX-512 by this function's
         // target features.
         unsafe {
-            let ids = x8.ids_xor(p.add(i), std::arch::x86_64::_mm512_setzero_si512());
+            let ids = x8.ids(p.add(i));
             std::arch::x86_64::_mm512_storeu_si512(out.as_mut_ptr().add(i).cast(), ids);
         }
         i += 8;
@@ -362,7 +360,7 @@ fn short_windows_avx512(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64])
 
 /// The ids of 8 consecutive `k`-byte windows (`k <= 8`) at once, in AVX-512 registers: one 16-byte load
 /// broadcast to the four 128-bit lanes, one `vpshufb` that puts window j's bytes in 64-bit lane j (bytes past
-/// k zeroed, so no mask is needed), then [`mix_short`] lane-wise. The same ids as [`short_windows_plain`].
+/// k zeroed, so no mask is needed), then [`mix_short`]'s XOR. The same ids as [`short_windows_plain`].
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 pub(crate) struct WindowsX8 {
@@ -401,42 +399,17 @@ impl WindowsX8 {
         }
     }
 
-    /// `x` of [`mix_short`] for the windows starting at `p`, `p + 1`, ..., `p + 7` (the id is
-    /// `x ^ (x >> 32)`; see [`WindowsX8::ids`]).
+    /// The ids of the windows starting at `p`, `p + 1`, ..., `p + 7`.
     ///
     /// # Safety
-    /// `p` is valid for reading 16 bytes, and the CPU supports AVX-512 F/DQ/BW.
+    /// `p` is valid for reading 16 bytes, and the CPU supports AVX-512 F/BW.
     #[inline(always)]
-    pub(crate) unsafe fn products(&self, p: *const u8) -> std::arch::x86_64::__m512i {
+    pub(crate) unsafe fn ids(&self, p: *const u8) -> std::arch::x86_64::__m512i {
         use std::arch::x86_64::*;
         // SAFETY: by the caller's contract.
         unsafe {
             let src = _mm512_broadcast_i32x4(_mm_loadu_si128(p.cast()));
-            let word = _mm512_shuffle_epi8(src, self.shuffle);
-            _mm512_mullo_epi64(
-                _mm512_xor_si512(word, self.key_len),
-                _mm512_set1_epi64(SHORT_MUL as i64),
-            )
-        }
-    }
-
-    /// The ids of the windows starting at `p`, `p + 1`, ..., `p + 7`, each XORed with `extra` (one ternary-logic
-    /// op: pass zero for the plain ids, or a kernel's seed to save its own XOR).
-    ///
-    /// # Safety
-    /// As [`WindowsX8::products`].
-    #[inline(always)]
-    pub(crate) unsafe fn ids_xor(
-        &self,
-        p: *const u8,
-        extra: std::arch::x86_64::__m512i,
-    ) -> std::arch::x86_64::__m512i {
-        use std::arch::x86_64::*;
-        // SAFETY: by the caller's contract.
-        unsafe {
-            let x = self.products(p);
-            // x ^ (x >> 32) ^ extra (0x96 = a ^ b ^ c).
-            _mm512_ternarylogic_epi64::<0x96>(x, _mm512_srli_epi64::<32>(x), extra)
+            _mm512_xor_si512(_mm512_shuffle_epi8(src, self.shuffle), self.key_len)
         }
     }
 }

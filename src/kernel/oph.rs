@@ -347,20 +347,14 @@ impl GroupBounds {
     }
 }
 
-/// Where [`pipeline`] takes its vectors of 8 inputs from.
+/// Where [`pipeline`] takes its vectors of 8 ids from.
 #[cfg(target_arch = "x86_64")]
 trait Source {
-    /// Stage 1 of vector `t`: load its 8 inputs and start on them (for windows: the id's multiply).
+    /// The 8 ids of vector `t`.
     ///
     /// # Safety
     /// `t` is below the vector count the pipeline was given, and the CPU supports AVX-512 F/DQ/BW/VL.
-    unsafe fn stage1(&self, t: usize) -> std::arch::x86_64::__m512i;
-    /// Finishes stage 1's output into `z = id ^ seed`, the input of `mix64`.
-    fn finish(
-        &self,
-        raw: std::arch::x86_64::__m512i,
-        seed: std::arch::x86_64::__m512i,
-    ) -> std::arch::x86_64::__m512i;
+    unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i;
 }
 
 /// Ids already in memory.
@@ -370,23 +364,14 @@ struct Ids<'a>(&'a [u64]);
 #[cfg(target_arch = "x86_64")]
 impl Source for Ids<'_> {
     #[inline(always)]
-    unsafe fn stage1(&self, t: usize) -> std::arch::x86_64::__m512i {
+    unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i {
         debug_assert!(8 * t + 8 <= self.0.len());
         // SAFETY: 8t + 8 <= ids.len() by the caller's contract (vector t exists).
         unsafe { std::arch::x86_64::_mm512_loadu_si512(self.0.as_ptr().add(8 * t).cast()) }
     }
-    #[inline(always)]
-    fn finish(
-        &self,
-        raw: std::arch::x86_64::__m512i,
-        seed: std::arch::x86_64::__m512i,
-    ) -> std::arch::x86_64::__m512i {
-        // SAFETY: only inlined into AVX-512F code.
-        unsafe { std::arch::x86_64::_mm512_xor_si512(raw, seed) }
-    }
 }
 
-/// Windows of a text, hashed in registers: vector t is the windows starting at bytes 8t..8t + 8.
+/// Windows of a text, their ids computed in registers: vector t is the windows starting at bytes 8t..8t + 8.
 #[cfg(target_arch = "x86_64")]
 struct Windows {
     p: *const u8,
@@ -396,20 +381,9 @@ struct Windows {
 #[cfg(target_arch = "x86_64")]
 impl Source for Windows {
     #[inline(always)]
-    unsafe fn stage1(&self, t: usize) -> std::arch::x86_64::__m512i {
+    unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i {
         // SAFETY: the caller made 16 bytes readable at 8t for every vector t it asks for.
-        unsafe { self.x8.products(self.p.add(8 * t)) }
-    }
-    #[inline(always)]
-    fn finish(
-        &self,
-        raw: std::arch::x86_64::__m512i,
-        seed: std::arch::x86_64::__m512i,
-    ) -> std::arch::x86_64::__m512i {
-        use std::arch::x86_64::*;
-        // The id is x ^ (x >> 32) (see `mix_short`); XOR the seed in the same op.
-        // SAFETY: only inlined into AVX-512F code.
-        unsafe { _mm512_ternarylogic_epi64::<0x96>(raw, _mm512_srli_epi64::<32>(raw), seed) }
+        unsafe { self.x8.ids(self.p.add(8 * t)) }
     }
 }
 
@@ -418,14 +392,13 @@ impl Source for Windows {
 /// in registers, filtered ([`GroupBounds`]) and compressed into a candidate buffer; only candidates reach the
 /// scalar update, and min is order-free, so the bins are the same.
 ///
-/// Scheduling. Each 64-bit multiply has a long latency (about 16 cycles) and one input goes through three
-/// (two for ids), so the loop is software-pipelined by hand: step t runs stage 1 of vector t, the first `mix64`
-/// multiply of vector t - 1, the second of vector t - 2 and the filter of vector t - 3, whose inputs are all
-/// ready. A chunk's candidates are applied during the next chunk's first steps, a few per step, on the scalar
+/// Scheduling. Each 64-bit multiply has a long latency (about 16 cycles) and `mix64` chains two, so the loop
+/// is software-pipelined by hand: step t loads the ids of vector t, runs the first `mix64` multiply of vector
+/// t - 1, the second of vector t - 2 and the filter of vector t - 3, whose inputs are all ready. A chunk's candidates are applied during the next chunk's first steps, a few per step, on the scalar
 /// ports the vector code leaves idle; then the bounds are refreshed.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT and BMI2, and `src.stage1(t)` must be valid for `t < vectors`.
+/// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT and BMI2, and `src.ids(t)` must be valid for `t < vectors`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32]) {
@@ -449,7 +422,7 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
         let mut cand = [[0u64; PIPE_CHUNK]; 2];
         let mut pending = 0usize;
         let mut turn = 0usize;
-        // Pipeline registers: after step t, `a` holds vector t after stage 1, `b` vector t - 1 after mix64's first
+        // Pipeline registers: after step t, `a` holds the ids of vector t, `b` vector t - 1 after mix64's first
         // multiply, `c` vector t - 2 after its second.
         let zero = _mm512_setzero_si512();
         let (mut a, mut b, mut c) = (zero, zero, zero);
@@ -459,10 +432,10 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
         macro_rules! stages_1_to_3 {
             ($t:expr) => {{
                 c = _mm512_mullo_epi64(_mm512_xor_si512(b, _mm512_srli_epi64::<27>(b)), c2);
-                let z = src.finish(a, seed_v);
+                let z = _mm512_xor_si512(a, seed_v);
                 b = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64::<30>(z)), c1);
-                // min(t, vectors - 1) < vectors: a valid vector, as `stage1` requires.
-                a = src.stage1($t.min(vectors - 1));
+                // min(t, vectors - 1) < vectors: a valid vector, as `ids` requires.
+                a = src.ids($t.min(vectors - 1));
             }};
         }
         // One full step: the filter of vector t - 3 (compressed into `cur` at `kept`), then stages 1 to 3.
@@ -599,7 +572,7 @@ unsafe fn sign_raw_run_avx512(
     for v in 0..rest.div_ceil(8) {
         // SAFETY: 8v + 16 <= 32 for v <= 1. Zero bytes past `avail` only reach lanes past `rest`: window j of
         // the copy uses bytes j..j + k <= rest + k - 1 <= avail.
-        let h = mix64_x8(unsafe { src.finish(x8.products(buf.as_ptr().add(8 * v)), seed_v) });
+        let h = mix64_x8(unsafe { _mm512_xor_si512(x8.ids(buf.as_ptr().add(8 * v)), seed_v) });
         let mut lanes = [0u64; 8];
         // SAFETY: `lanes` is 64 writable bytes.
         unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), h) };
