@@ -700,7 +700,17 @@ impl Oph {
         if !out.contains(&EMPTY) {
             return;
         }
-        let raw = out.to_vec();
+        // The raw sketch, kept apart while `out` is filled: on the stack for k up to 512 (no allocation per
+        // short document), on the heap beyond.
+        let mut stack = [0u32; 512];
+        let heap;
+        let raw: &[u32] = if out.len() <= stack.len() {
+            stack[..out.len()].copy_from_slice(out);
+            &stack[..out.len()]
+        } else {
+            heap = out.to_vec();
+            &heap
+        };
         let k = self.num_perm;
         for j in 0..k {
             if raw[j] != EMPTY {
