@@ -171,7 +171,7 @@ pub(super) fn filter_ok(wide: bool) -> bool {
 /// `mix64` on 8 lanes (the same arithmetic as [`mix64`], so the same bits).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn mix64_x8(z: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512i {
+pub(super) fn mix64_x8(z: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512i {
     use std::arch::x86_64::*;
     // SAFETY: only inlined into functions compiled for AVX-512 F/DQ.
     unsafe {

@@ -167,16 +167,57 @@ fn scalar_loop(p: &Params, keys: &[u64], out: &mut [u32]) {
 const DEDUP_MIN: usize = 64;
 
 thread_local! {
-    /// Per-thread key buffer and dedup table, so signing allocates nothing in the steady state.
-    static SCRATCH: RefCell<(Vec<u64>, Vec<u32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// Per-thread key buffer, dedup table and all-keys buffer, so signing allocates nothing in the steady state.
+    static SCRATCH: RefCell<(Vec<u64>, Vec<u32>, Vec<u32>)> =
+        const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
-/// Computes the keys of `ids` into `keys`, each distinct key once (order of first occurrence).
-fn distinct_keys(family: &Family, ids: &[u64], keys: &mut Vec<u64>, table: &mut Vec<u32>) {
+/// `out[i] = family.key(ids[i])` for every id, 8 at a time with AVX-512 (the same arithmetic as
+/// [`Family::key`], so the same keys).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
+fn all_keys_avx512(family: &Family, ids: &[u64], out: &mut Vec<u32>) {
+    use std::arch::x86_64::*;
+    out.clear();
+    out.reserve(ids.len());
+    let seed = _mm512_set1_epi64(family.key_seed as i64);
+    let mut v8s = ids.chunks_exact(8);
+    for v8 in &mut v8s {
+        // SAFETY: `v8` is 8 readable u64.
+        let z = _mm512_xor_si512(unsafe { _mm512_loadu_si512(v8.as_ptr().cast()) }, seed);
+        let key = _mm512_cvtepi64_epi32(_mm512_srli_epi64::<32>(super::oph::mix64_x8(z)));
+        let mut lanes = [0u32; 8];
+        // SAFETY: `lanes` is 32 writable bytes.
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), key) };
+        out.extend_from_slice(&lanes);
+    }
+    out.extend(v8s.remainder().iter().map(|&id| family.key(id)));
+}
+
+/// Computes the keys of `ids` into `keys`, each distinct key once (order of first occurrence). `wide`: compute
+/// the keys with AVX-512 first (the caller checked the CPU).
+fn distinct_keys(
+    family: &Family,
+    ids: &[u64],
+    wide: bool,
+    keys: &mut Vec<u64>,
+    table: &mut Vec<u32>,
+    all: &mut Vec<u32>,
+) {
     keys.clear();
     if ids.len() < DEDUP_MIN {
         keys.extend(ids.iter().map(|&id| family.key(id) as u64));
         return;
+    }
+    all.clear();
+    #[cfg(target_arch = "x86_64")]
+    if wide {
+        // SAFETY: `wide` is only set when AVX-512 F/DQ/BW/VL was checked (`SimdMinHash::new`).
+        unsafe { all_keys_avx512(family, ids, all) };
+    }
+    if all.len() != ids.len() {
+        all.clear();
+        all.extend(ids.iter().map(|&id| family.key(id)));
     }
     // Open addressing with linear probing at load <= 1/4; slot value 0 means empty, so key 0 is tracked
     // apart. Keys are mixed hash values, so their top bits index the table directly. The hit-or-insert step is
@@ -188,8 +229,7 @@ fn distinct_keys(family: &Family, ids: &[u64], keys: &mut Vec<u64>, table: &mut 
     let mut seen_zero = false;
     keys.resize(ids.len() + 1, 0);
     let mut len = 0usize;
-    for &id in ids {
-        let key = family.key(id);
+    for &key in all.iter() {
         if key == 0 {
             if !seen_zero {
                 seen_zero = true;
@@ -256,8 +296,9 @@ impl Kernel for SimdMinHash {
     }
     fn sign(&self, ids: &[u64], out: &mut [u32]) {
         assert_eq!(out.len(), self.num_perm(), "output length must be num_perm");
-        SCRATCH.with_borrow_mut(|(keys, table)| {
-            distinct_keys(&self.family, ids, keys, table);
+        SCRATCH.with_borrow_mut(|(keys, table, all)| {
+            let wide = self.isa == Isa::Avx512;
+            distinct_keys(&self.family, ids, wide, keys, table, all);
             (self.sign_fn)(&self.params, keys, out);
         });
     }
