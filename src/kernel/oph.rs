@@ -294,8 +294,48 @@ impl GroupBounds {
                 }
                 return GroupBounds { t };
             }
-            let k = k as u64;
             let mut t = [0u32; Self::GROUPS];
+            if k == 64 {
+                // One bin per group.
+                t.copy_from_slice(bins);
+                return Self::load(&t);
+            }
+            if k == 256 {
+                // Group g is bins 4g..4g + 4: two shuffle-max steps put it in all four lanes of its 128-bit
+                // lane; then three vpermt2d per 64 bins keep lane 0 of each.
+                let firsts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+                let halves =
+                    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+                let mut out = [_mm512_setzero_si512(); 4];
+                for (i, o) in out.iter_mut().enumerate() {
+                    let mut q = [_mm512_setzero_si512(); 4];
+                    for (j, q) in q.iter_mut().enumerate() {
+                        // `bins` has 256 entries: 64i + 16j + 16 <= 256.
+                        let v = _mm512_loadu_si512(bins.as_ptr().add(64 * i + 16 * j).cast());
+                        let v = _mm512_max_epu32(v, _mm512_shuffle_epi32::<0xb1>(v));
+                        *q = _mm512_max_epu32(v, _mm512_shuffle_epi32::<0x4e>(v));
+                    }
+                    let lo = _mm512_permutex2var_epi32(q[0], firsts, q[1]);
+                    let hi = _mm512_permutex2var_epi32(q[2], firsts, q[3]);
+                    *o = _mm512_permutex2var_epi32(lo, halves, hi);
+                }
+                return GroupBounds { t: out };
+            }
+            if k % 64 == 0 && (k / 64) % 16 == 0 {
+                // Whole vectors per group: a vector max, then one horizontal max.
+                let per = k / 64;
+                for (g, t) in t.iter_mut().enumerate() {
+                    let mut acc = _mm512_setzero_si512();
+                    for v in 0..per / 16 {
+                        // `bins` has 64 * per entries: g * per + 16v + 16 <= k.
+                        let x = _mm512_loadu_si512(bins.as_ptr().add(g * per + 16 * v).cast());
+                        acc = _mm512_max_epu32(acc, x);
+                    }
+                    *t = _mm512_reduce_max_epu32(acc);
+                }
+                return Self::load(&t);
+            }
+            let k = k as u64;
             for (g, t) in t.iter_mut().enumerate() {
                 let g = g as u64;
                 let first = ((g << 26) * k) >> 32;
@@ -306,7 +346,17 @@ impl GroupBounds {
                     .max()
                     .unwrap_or(EMPTY);
             }
-            let p = t.as_ptr();
+            Self::load(&t)
+        }
+    }
+
+    /// The tables from 64 thresholds in memory.
+    #[inline(always)]
+    fn load(t: &[u32; 64]) -> Self {
+        use std::arch::x86_64::*;
+        let p = t.as_ptr();
+        // SAFETY: `t` is 64 readable u32; only inlined into AVX-512F code.
+        unsafe {
             GroupBounds {
                 t: [
                     _mm512_loadu_si512(p.cast()),
