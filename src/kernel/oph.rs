@@ -321,7 +321,7 @@ impl GroupBounds {
                 }
                 return GroupBounds { t: out };
             }
-            if k % 64 == 0 && (k / 64) % 16 == 0 {
+            if k.is_multiple_of(64) && (k / 64).is_multiple_of(16) {
                 // Whole vectors per group: a vector max, then one horizontal max.
                 let per = k / 64;
                 for (g, t) in t.iter_mut().enumerate() {
