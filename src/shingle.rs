@@ -3,9 +3,10 @@
 //!
 //! The id is defined on the window's UTF-8 bytes ([`shingle_id`]), so the ASCII fast path of `char:K` (a window
 //! is K bytes, read as one unaligned little-endian load) and the generic path (windows cut at char boundaries)
-//! give the same ids. Windows of at most 8 bytes (every `char:K` window of ASCII text with K <= 8) are hashed
-//! with a 2-multiply mixer of the zero-padded little-endian word, the length and the seed; longer windows with
-//! `xxh3_64_with_seed`. Both are defined on bytes and little-endian loads, so every platform gives the same value.
+//! give the same ids. A window of at most 8 bytes (every `char:K` window of ASCII text with K <= 8) gets a seeded
+//! bijection of its zero-padded little-endian word and its length ([`mix_short`]; the kernels do the hashing);
+//! longer windows get `xxh3_64_with_seed`. Both are defined on bytes and little-endian loads, so every platform
+//! gives the same value.
 
 use std::borrow::Cow;
 use std::fmt;

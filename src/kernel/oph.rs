@@ -187,14 +187,8 @@ pub(super) fn mix64_x8(z: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m5
     }
 }
 
-/// `bins[bin] = min(bins[bin], value)` for one mixed id `h`: `bin = (hi32(h) * k) >> 32`, `value = min(lo32(h),
-/// EMPTY - 1)`, exactly as [`bin_values_plain`] and [`min_update`] do it.
-#[inline(always)]
-fn update_one(bins: &mut [u32], h: u64) {
-    Binner::new(bins.len()).update(bins, h);
-}
-
-/// The bin of a mixed id, `(hi32(h) * k) >> 32`, with a shift for the common power-of-two k.
+/// The bin of a mixed id, `(hi32(h) * k) >> 32`, with a shift for the common power-of-two k; its `update` is the
+/// min update of [`bin_values_plain`] and [`min_update`] for one id.
 #[derive(Clone, Copy)]
 struct Binner {
     k: u64,
@@ -637,6 +631,7 @@ unsafe fn sign_raw_run_avx512(
 #[cfg(target_arch = "x86_64")]
 struct RawSketchSink<'a> {
     bins: &'a mut [u32],
+    binner: Binner,
     seed: u64,
     /// Whether any window arrived (else the set is empty).
     any: bool,
@@ -652,7 +647,7 @@ impl WindowSink for RawSketchSink<'_> {
     }
     fn id(&mut self, id: u64) {
         self.any = true;
-        update_one(self.bins, mix64(id ^ self.seed));
+        self.binner.update(self.bins, mix64(id ^ self.seed));
     }
 }
 
@@ -814,6 +809,7 @@ impl Kernel for Oph {
             assert_eq!(out.len(), self.num_perm, "output length must be num_perm");
             out.fill(EMPTY);
             let mut sink = RawSketchSink {
+                binner: Binner::new(out.len()),
                 bins: out,
                 seed: self.mix_seed,
                 any: false,
