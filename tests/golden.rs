@@ -1,0 +1,294 @@
+//! Every output, byte for byte: the digests in `tests/golden/digests.txt` were recorded from the code before the
+//! library-core redesign, and every later build must reproduce them.
+//!
+//! Covered: `sketch` `.npy` (with its `.ids.csv`) and `.csv` for every kernel x `--isa` this CPU runs x thread
+//! count on the shipped SpamAssassin corpus; `dedup` pairs, clusters, group report and kept corpus (1 and 2
+//! threads); `exact`; and the CSVs of the quick experiments, with the columns that legitimately differ between
+//! runs and machines dropped (timings, the commit, the CPU model, the instruction set).
+//!
+//! Re-recording (only when an output is *meant* to change, with the reason in the commit):
+//! `LSHBENCH_GOLDEN_RECORD=1 cargo test --test golden`.
+
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CORPUS: &str = "data/spamassassin.jsonl.gz";
+const KERNELS: &[&str] = &["scalar", "simd", "oph-opt", "oph-rot", "fss"];
+const ISAS: &[&str] = &["scalar", "portable", "avx2", "avx512"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn digests_path() -> PathBuf {
+    root().join("tests/golden/digests.txt")
+}
+
+fn lshbench(args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lshbench"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("the lshbench binary runs");
+    assert!(
+        out.status.success(),
+        "lshbench {}: {}\n{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn file_digest(path: &Path) -> String {
+    sha256(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+/// Whether an experiment CSV column differs between runs or machines by design.
+fn volatile(column: &str) -> bool {
+    column == "seconds"
+        || column.ends_with("_seconds")
+        || column.ends_with("_per_s")
+        || matches!(column, "git_commit" | "cpu_model" | "isa")
+}
+
+/// The CSV with its volatile columns removed, re-serialised.
+fn stable_csv_digest(path: &Path) -> String {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_path(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut rows = reader.records();
+    let Some(header) = rows.next() else {
+        return sha256(b"");
+    };
+    let header = header.unwrap();
+    let keep: Vec<usize> = (0..header.len())
+        .filter(|&i| !volatile(&header[i]))
+        .collect();
+    let mut out = csv::Writer::from_writer(Vec::new());
+    out.write_record(keep.iter().map(|&i| &header[i])).unwrap();
+    for row in rows {
+        let row = row.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        out.write_record(keep.iter().map(|&i| row.get(i).unwrap_or("")))
+            .unwrap();
+    }
+    sha256(&out.into_inner().unwrap())
+}
+
+fn isa_supported(isa: &str) -> bool {
+    match isa {
+        "scalar" | "portable" => true,
+        #[cfg(target_arch = "x86_64")]
+        "avx2" => std::arch::is_x86_feature_detected!("avx2"),
+        #[cfg(target_arch = "x86_64")]
+        "avx512" => {
+            std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512dq")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+        }
+        _ => false,
+    }
+}
+
+/// Every digest this build produces, by name. Runs that must agree (different ISA or thread count) share a
+/// name; a disagreement among them is reported as such.
+fn compute(dir: &Path) -> BTreeMap<String, String> {
+    let mut digests: BTreeMap<String, String> = BTreeMap::new();
+    let mut put = |name: String, value: String, how: &str| {
+        if let Some(old) = digests.get(&name) {
+            assert_eq!(
+                old, &value,
+                "{name}: {how} differs from an earlier run with another ISA or thread count"
+            );
+        } else {
+            digests.insert(name, value);
+        }
+    };
+    let d = |p: &str| dir.join(p).to_str().unwrap().to_string();
+
+    for kernel in KERNELS {
+        for isa in ISAS.iter().filter(|i| isa_supported(i)) {
+            for threads in ["1", "2"] {
+                let npy = d(&format!("{kernel}-{isa}-{threads}.npy"));
+                let mut args = vec![
+                    "sketch", "--input", CORPUS, "--kernel", kernel, "--isa", isa, "--threads",
+                    threads, "--output",
+                ];
+                args.push(&npy);
+                lshbench(&args);
+                let how = format!("--isa {isa} --threads {threads}");
+                put(
+                    format!("sketch/{kernel}.npy"),
+                    file_digest(Path::new(&npy)),
+                    &how,
+                );
+                let ids = npy.replace(".npy", ".ids.csv");
+                put(
+                    format!("sketch/{kernel}.ids.csv"),
+                    file_digest(Path::new(&ids)),
+                    &how,
+                );
+                // The CSV writer is the same for every ISA: one thread count is enough there.
+                if threads == "2" {
+                    let csv = d(&format!("{kernel}-{isa}.csv"));
+                    let mut args = vec![
+                        "sketch", "--input", CORPUS, "--kernel", kernel, "--isa", isa,
+                        "--threads", "2", "--output",
+                    ];
+                    args.push(&csv);
+                    lshbench(&args);
+                    put(
+                        format!("sketch/{kernel}.csv"),
+                        file_digest(Path::new(&csv)),
+                        &how,
+                    );
+                }
+            }
+        }
+    }
+
+    for threads in ["1", "2"] {
+        let (pairs, clusters, report, kept) = (
+            d(&format!("pairs-{threads}.csv")),
+            d(&format!("clusters-{threads}.csv")),
+            d(&format!("groups-{threads}.csv")),
+            d(&format!("kept-{threads}.jsonl")),
+        );
+        lshbench(&[
+            "dedup",
+            "--input",
+            CORPUS,
+            "--shingle",
+            "char:5",
+            "--kernel",
+            "oph-opt",
+            "--bands",
+            "42",
+            "--rows",
+            "3",
+            "--threshold",
+            "0.5",
+            "--threads",
+            threads,
+            "--pairs",
+            &pairs,
+            "--clusters",
+            &clusters,
+            "--group-report",
+            &report,
+            "--kept",
+            &kept,
+        ]);
+        let how = format!("--threads {threads}");
+        for (name, path) in [
+            ("pairs.csv", &pairs),
+            ("clusters.csv", &clusters),
+            ("group_report.csv", &report),
+            ("kept.jsonl", &kept),
+        ] {
+            put(format!("dedup/{name}"), file_digest(Path::new(path)), &how);
+        }
+        let exact = d(&format!("exact-{threads}.csv"));
+        lshbench(&[
+            "exact",
+            "--input",
+            CORPUS,
+            "--shingle",
+            "char:5",
+            "--threshold",
+            "0.5",
+            "--threads",
+            threads,
+            "--output",
+            &exact,
+        ]);
+        put(
+            "exact/pairs.csv".into(),
+            file_digest(Path::new(&exact)),
+            &how,
+        );
+    }
+
+    let quick = dir.join("experiments");
+    lshbench(&[
+        "run",
+        "experiments/all.toml",
+        "--quick",
+        "--out",
+        quick.to_str().unwrap(),
+    ]);
+    let mut csvs = Vec::new();
+    collect_csvs(&quick, &mut csvs);
+    csvs.sort();
+    assert!(!csvs.is_empty(), "the quick experiments wrote no CSV");
+    for path in csvs {
+        let name = path.strip_prefix(&quick).unwrap().to_str().unwrap();
+        put(
+            format!("experiments/{name}"),
+            stable_csv_digest(&path),
+            "a rerun",
+        );
+    }
+    digests
+}
+
+fn collect_csvs(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect_csvs(&path, out);
+        } else if path.extension().is_some_and(|e| e == "csv") {
+            out.push(path);
+        }
+    }
+}
+
+fn parse(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (digest, name) = l.split_once("  ").expect("`DIGEST  NAME` lines");
+            (name.to_string(), digest.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_output_matches_the_recorded_digests() {
+    let dir = tempfile::tempdir().unwrap();
+    let got = compute(dir.path());
+    if std::env::var_os("LSHBENCH_GOLDEN_RECORD").is_some() {
+        let mut text = String::from(
+            "# sha256 of every output `tests/golden.rs` checks (experiment CSVs without their volatile columns).\n\
+             # Re-record only when an output is meant to change: LSHBENCH_GOLDEN_RECORD=1 cargo test --test golden\n",
+        );
+        for (name, digest) in &got {
+            text.push_str(&format!("{digest}  {name}\n"));
+        }
+        std::fs::create_dir_all(digests_path().parent().unwrap()).unwrap();
+        std::fs::write(digests_path(), text).unwrap();
+        return;
+    }
+    let want = parse(&std::fs::read_to_string(digests_path()).expect("tests/golden/digests.txt"));
+    let mut wrong = Vec::new();
+    for (name, digest) in &want {
+        match got.get(name) {
+            Some(d) if d == digest => {}
+            Some(_) => wrong.push(format!("{name}: different bytes")),
+            None => wrong.push(format!("{name}: no longer produced")),
+        }
+    }
+    for name in got.keys().filter(|n| !want.contains_key(*n)) {
+        wrong.push(format!("{name}: new output with no recorded digest"));
+    }
+    assert!(wrong.is_empty(), "outputs changed:\n{}", wrong.join("\n"));
+}
