@@ -7,14 +7,16 @@
 
 pub mod state;
 
+use crate::cli::args::KernelArgs;
+use crate::cli::args::ShingleArgs;
 use crate::corpus::ReaderArgs;
 use crate::exact;
-use crate::kernel::{Kernel, KernelArgs};
+use crate::kernel::Kernel;
 use crate::lsh::cluster::{self, Edge, Group, GroupMode, GroupStats};
 use crate::lsh::index::{self, BandHasher, CandidateStats};
 use crate::lsh::scurve::{Banding, check_threshold};
 use crate::lsh::tune;
-use crate::shingle::{ShingleArgs, Shingler};
+use crate::shingle::Shingler;
 use anyhow::{Context, bail};
 use rayon::prelude::*;
 use state::{State, StateParams};
@@ -222,7 +224,7 @@ fn run_inner(args: &DedupArgs) -> anyhow::Result<()> {
     if args.bucket_cap < 2 {
         bail!("--bucket-cap must be at least 2");
     }
-    let shingler = args.shingle.shingler(args.kernel.seed);
+    let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
     let params = StateParams {
         kernel: kernel.name().to_string(),
         num_perm: k,
@@ -254,7 +256,7 @@ fn run_inner(args: &DedupArgs) -> anyhow::Result<()> {
                 .texts
                 .push(if keep_text { doc.text } else { String::new() });
         }
-        Ok(())
+        Ok::<(), anyhow::Error>(())
     })?;
     pb.finish_and_clear();
     let read_stats = reader.stats().clone();

@@ -254,7 +254,7 @@ pub struct ExactArgs {
     #[command(flatten)]
     pub reader: crate::corpus::ReaderArgs,
     #[command(flatten)]
-    pub shingle: crate::shingle::ShingleArgs,
+    pub shingle: crate::cli::args::ShingleArgs,
     /// Seed of the shingle hash (use the same as `dedup --seed` for identical shingle ids).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -298,7 +298,7 @@ pub fn run(args: &ExactArgs) -> anyhow::Result<()> {
     let go = || -> anyhow::Result<()> {
         let t = crate::lsh::scurve::check_threshold(args.threshold)?;
         let t0 = std::time::Instant::now();
-        let shingler = args.shingle.shingler(args.seed);
+        let shingler = args.shingle.shingler(args.seed, None)?;
         let (ids, sets, stats) = read_sets(&args.reader, &shingler)?;
         let t_read = t0.elapsed().as_secs_f64();
         let pairs = all_pairs(&sets, t);

@@ -56,12 +56,12 @@ pub fn sign_batch(docs: Vec<Document>, shingler: &Shingler, kernel: &dyn Kernel)
 /// Reads the whole corpus, signing batch by batch, and calls `consume` on each batch in input order.
 /// Reading the next batch overlaps with signing the current one. Stops at the first read error under
 /// `OnError::Fail` (the error names file, line and field) or the first error `consume` returns.
-pub fn sketch_corpus(
+pub fn sketch_corpus<E: From<ReadError>>(
     reader: &mut CorpusReader,
     shingler: &Shingler,
     kernel: &dyn Kernel,
-    mut consume: impl FnMut(SignedBatch) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+    mut consume: impl FnMut(SignedBatch) -> Result<(), E>,
+) -> Result<(), E> {
     let mut next = read_batch(reader)?;
     while !next.is_empty() {
         let docs = std::mem::take(&mut next);

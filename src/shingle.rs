@@ -8,6 +8,9 @@
 //! longer windows get `xxh3_64_with_seed`. Both are defined on bytes and little-endian loads, so every platform
 //! gives the same value.
 
+use crate::arch::{Dispatch, Isa, Unsupported};
+use crate::window::{CollectIds, ShortRun, WindowKey, low_bytes_mask};
+pub use crate::window::{WindowSink, WindowSource, mix_short, shingle_id};
 use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
@@ -115,15 +118,36 @@ pub struct Shingler {
     pub kind: ShingleKind,
     pub normalization: Normalization,
     pub seed: u64,
+    /// The instruction set of the window loops (the arithmetic is exact: every choice gives the same ids).
+    dispatch: Dispatch,
 }
 
 impl Shingler {
+    /// A shingler on the instruction set [`Dispatch::detect`] picks.
     pub fn new(kind: ShingleKind, normalization: Normalization, seed: u64) -> Self {
         Shingler {
             kind,
             normalization,
             seed,
+            dispatch: Dispatch::detect(),
         }
+    }
+
+    /// The same shingler on the instruction set `isa` (`None`: [`Dispatch::detect`]'s choice); fails when this
+    /// CPU does not run `isa`.
+    pub fn with_isa(self, isa: Option<Isa>) -> Result<Self, Unsupported> {
+        Ok(self.with_dispatch(Dispatch::of(isa)?))
+    }
+
+    /// The same shingler on an already checked instruction set.
+    pub fn with_dispatch(mut self, dispatch: Dispatch) -> Self {
+        self.dispatch = dispatch;
+        self
+    }
+
+    /// The instruction set the window loops run on.
+    pub fn dispatch(&self) -> Dispatch {
+        self.dispatch
     }
 
     /// Clears `out` and pushes the id of every window of `text`, in text order, duplicates included
@@ -136,18 +160,22 @@ impl Shingler {
         if text.is_empty() {
             return;
         }
-        let key = ShingleKey::new(self.seed);
+        let key = WindowKey::new(self.seed);
+        let mut sink = CollectIds {
+            out,
+            dispatch: self.dispatch,
+        };
         match self.kind {
-            ShingleKind::Byte(k) => byte_windows(text.as_bytes(), k, &key, out),
+            ShingleKind::Byte(k) => byte_windows(text.as_bytes(), k, &key, &mut sink),
             ShingleKind::Char(k) => {
-                if is_ascii(text) {
-                    byte_windows(text.as_bytes(), k, &key, out)
+                if is_ascii(text, self.dispatch) {
+                    byte_windows(text.as_bytes(), k, &key, &mut sink)
                 } else {
-                    char_windows_generic(text, k, &key, out)
+                    char_windows_generic(text, k, &key, self.dispatch, &mut sink)
                 }
             }
-            ShingleKind::Word(n) => word_windows(text, n, &key, out),
-            ShingleKind::StopWord(n) => stopword_windows(text, n, &key, out),
+            ShingleKind::Word(n) => word_windows(text, n, &key, sink.out),
+            ShingleKind::StopWord(n) => stopword_windows(text, n, &key, sink.out),
         }
     }
 
@@ -155,7 +183,7 @@ impl Shingler {
     /// 8 bytes: `byte:K` or `char:K` with K <= 8 and no normalisation. Returns false, sending nothing, for every
     /// other shingler. The ids sent (given, or implied by the runs) are exactly those [`Shingler::hashes`] pushes;
     /// an empty text sends nothing.
-    pub fn stream_windows(&self, text: &str, sink: &mut impl WindowSink) -> bool {
+    pub fn stream_windows<S: WindowSink + ?Sized>(&self, text: &str, sink: &mut S) -> bool {
         let (ShingleKind::Byte(k) | ShingleKind::Char(k)) = self.kind else {
             return false;
         };
@@ -165,9 +193,9 @@ impl Shingler {
         if text.is_empty() {
             return true;
         }
-        let key = ShingleKey::new(self.seed);
-        if matches!(self.kind, ShingleKind::Char(_)) && !is_ascii(text) {
-            char_windows_generic(text, k, &key, sink);
+        let key = WindowKey::new(self.seed);
+        if matches!(self.kind, ShingleKind::Char(_)) && !is_ascii(text, self.dispatch) {
+            char_windows_generic(text, k, &key, self.dispatch, sink);
         } else {
             byte_windows(text.as_bytes(), k, &key, sink);
         }
@@ -180,7 +208,17 @@ impl Shingler {
         out.clear();
         let text = self.normalization.apply(text);
         if !text.is_empty() {
-            char_windows_generic(&text, k, &ShingleKey::new(self.seed), out);
+            let mut sink = CollectIds {
+                out,
+                dispatch: self.dispatch,
+            };
+            char_windows_generic(
+                &text,
+                k,
+                &WindowKey::new(self.seed),
+                self.dispatch,
+                &mut sink,
+            );
         }
     }
 
@@ -194,238 +232,73 @@ impl Shingler {
     }
 }
 
-/// The shingle flags of `lshbench sketch` and friends. The seed comes from the kernel flags (`--seed`).
-#[derive(clap::Args, Clone, Debug)]
-pub struct ShingleArgs {
-    /// Shingle kind: char:K (Unicode scalar values), byte:K, word:N (whitespace tokens) or stopword:N (a stop
-    /// word and the N tokens after it).
-    #[arg(long, default_value = "char:5")]
-    pub shingle: ShingleKind,
-    /// Lowercase the text before shingling.
-    #[arg(long)]
-    pub lowercase: bool,
-    /// Turn each run of whitespace into one space and trim the ends.
-    #[arg(long)]
-    pub collapse_whitespace: bool,
-    /// Remove every character that is neither alphanumeric nor whitespace (punctuation and symbols).
-    #[arg(long)]
-    pub strip_punctuation: bool,
-}
-
-impl ShingleArgs {
-    pub fn normalization(&self) -> Normalization {
-        Normalization {
-            lowercase: self.lowercase,
-            collapse_whitespace: self.collapse_whitespace,
-            strip_punctuation: self.strip_punctuation,
-        }
+impl WindowSource for Shingler {
+    fn window_ids(&self, text: &str, out: &mut Vec<u64>) {
+        self.hashes(text, out);
     }
-
-    /// The shingler, its hash seeded with `seed` (the kernel's `--seed`).
-    pub fn shingler(&self, seed: u64) -> Shingler {
-        Shingler::new(self.shingle, self.normalization(), seed)
+    fn stream_windows(&self, text: &str, sink: &mut dyn WindowSink) -> bool {
+        Shingler::stream_windows(self, text, sink)
     }
 }
 
-/// The seed-derived constants of the shingle hash.
-#[derive(Clone, Copy, Debug)]
-struct ShingleKey {
-    seed: u64,
-    /// XORed into the short-window word before mixing: a SplitMix64 output of the seed, so nearby seeds give
-    /// unrelated keys.
-    short: u64,
-}
-
-impl ShingleKey {
-    fn new(seed: u64) -> Self {
-        ShingleKey {
-            seed,
-            short: splitmix64(seed ^ 0x5348_494e_474c_4521),
-        }
-    }
-}
-
-/// The seeded 64-bit id of one window, defined on its bytes. Windows of at most 8 bytes: the mixer
-/// [`mix_short`] of the zero-padded little-endian word, the length and the seed; longer windows:
-/// `xxh3_64_with_seed(bytes, seed)`. The value is the same on every platform.
-pub fn shingle_id(bytes: &[u8], seed: u64) -> u64 {
-    id_of(bytes, &ShingleKey::new(seed))
-}
-
-#[inline]
-fn id_of(bytes: &[u8], key: &ShingleKey) -> u64 {
-    if bytes.len() <= 8 {
-        let mut word = [0u8; 8];
-        word[..bytes.len()].copy_from_slice(bytes);
-        mix_short(u64::from_le_bytes(word), bytes.len() as u64, key.short)
-    } else {
-        xxhash_rust::xxh3::xxh3_64_with_seed(bytes, key.seed)
-    }
-}
-
-/// The id of a window of `len <= 8` bytes packed little-endian into `word` (upper bytes zero):
-/// `word ^ key ^ len * G`, with `G` = 0x9e3779b97f4a7c15 and `key` a SplitMix64 output of the seed.
-///
-/// Such a window needs no compression: its bytes already fit the 64-bit id, so the id is a seeded bijection of
-/// them. Two distinct windows of the same length never collide, and windows of different lengths (which only
-/// meet when a text is shorter than one window) collide only if their words differ by exactly the
-/// length-term pattern. The hashing proper happens once per shingle, in the kernel, with the kernel's own
-/// seeded mixer (`mix64` in `oph` and `fss`, the key fold of `scalar`/`simd`, see [`crate::kernel::family`]);
-/// every kernel is tested on structured ids (consecutive integers), so none relies on the ids looking random.
-/// Keeping the multiplies out of the id keeps the fused text-to-sketch loop of `oph` within its budget.
-#[inline(always)]
-pub fn mix_short(word: u64, len: u64, key: u64) -> u64 {
-    word ^ key ^ len.wrapping_mul(SHORT_LEN_MUL)
-}
-
-/// `G` of [`mix_short`].
-const SHORT_LEN_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// SplitMix64's output function (Steele, Lea, Flood 2014): a good 64-bit bijective mixer.
-#[inline(always)]
-pub fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// The id of the `k`-byte window at `i` (`k <= 8`, `i + k <= bytes.len()`), as [`byte_windows`] computes it.
-#[inline]
-pub(crate) fn short_window_id(bytes: &[u8], i: usize, k: usize, short_key: u64) -> u64 {
-    let mut word = [0u8; 8];
-    let end = (i + 8).min(bytes.len());
-    word[..end - i].copy_from_slice(&bytes[i..end]);
-    mix_short(
-        u64::from_le_bytes(word) & low_bytes_mask(k),
-        k as u64,
-        short_key,
-    )
-}
-
-/// The mask keeping the low `len` bytes of a little-endian word, `1 <= len <= 8`.
-#[inline(always)]
-fn low_bytes_mask(len: usize) -> u64 {
-    u64::MAX >> (64 - 8 * len)
-}
-
-/// Every window of `k` bytes (ASCII `char:K` and `byte:K`). For `k <= 8` each window is one unaligned
-/// little-endian 8-byte load, masked to `k` bytes, and mixed: no allocation, no decoding.
-fn byte_windows(bytes: &[u8], k: usize, key: &ShingleKey, out: &mut impl WindowSink) {
+/// Every window of `k` bytes (ASCII `char:K` and `byte:K`). For `k <= 8` the whole text is one run of short
+/// windows (each one unaligned little-endian 8-byte load, masked to `k` bytes): no allocation, no decoding.
+fn byte_windows<S: WindowSink + ?Sized>(bytes: &[u8], k: usize, key: &WindowKey, out: &mut S) {
     let n = bytes.len();
     if n <= k {
-        out.id(id_of(bytes, key));
+        out.ids(&[key.id(bytes)]);
     } else if k > 8 {
+        let mut buf = IdBuffer::new(out);
         for w in bytes.windows(k) {
-            out.id(id_of(w, key));
+            buf.push(key.id(w));
         }
     } else {
-        out.run(bytes, k, key.short, n - k + 1);
+        out.run(&key.run(bytes, k, n - k + 1));
     }
 }
 
-/// `out[i]` = id of `bytes[i..i + k]`, for `i + 8 <= bytes.len()`. Picks the AVX-512 compilation of the same
-/// code when the CPU has it (the integer arithmetic is exact, so both give the same ids; a test checks).
-#[inline]
-fn short_windows(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64]) {
-    assert!(out.is_empty() || out.len() + 7 <= bytes.len());
-    #[cfg(target_arch = "x86_64")]
-    if crate::kernel::wide_vectors() {
-        // SAFETY: wide_vectors() checked that the CPU supports AVX-512 F/DQ/BW/VL.
-        unsafe { short_windows_avx512(bytes, k, short_key, out) };
-        return;
-    }
-    short_windows_plain(bytes, k, short_key, out);
+/// Batches single ids on their way to a sink (one call per 64 ids, not per id); flushes before a run and when
+/// dropped, so the sink sees every window in text order.
+struct IdBuffer<'s, S: WindowSink + ?Sized> {
+    sink: &'s mut S,
+    ids: [u64; 64],
+    len: usize,
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn short_windows_avx512(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64]) {
-    assert!(out.is_empty() || out.len() + 7 <= bytes.len());
-    let x8 = WindowsX8::new(k, short_key);
-    let p = bytes.as_ptr();
-    let mut i = 0;
-    // Eight windows per step from one 16-byte load; the last few windows (whose 16 bytes would run past the
-    // end) go through the plain loop.
-    while i + 8 <= out.len() && i + 16 <= bytes.len() {
-        // SAFETY: i + 16 <= bytes.len() (loop condition) and i + 8 <= out.len(); AVX-512 by this function's
-        // target features.
-        unsafe {
-            let ids = x8.ids(p.add(i));
-            std::arch::x86_64::_mm512_storeu_si512(out.as_mut_ptr().add(i).cast(), ids);
-        }
-        i += 8;
-    }
-    short_windows_plain(&bytes[i..], k, short_key, &mut out[i..]);
-}
-
-/// The ids of 8 consecutive `k`-byte windows (`k <= 8`) at once, in AVX-512 registers: one 16-byte load
-/// broadcast to the four 128-bit lanes, one `vpshufb` that puts window j's bytes in 64-bit lane j (bytes past
-/// k zeroed, so no mask is needed), then [`mix_short`]'s XOR. The same ids as [`short_windows_plain`].
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-pub(crate) struct WindowsX8 {
-    shuffle: std::arch::x86_64::__m512i,
-    /// `key ^ k * G`: everything [`mix_short`] XORs into the word.
-    key_len: std::arch::x86_64::__m512i,
-}
-
-#[cfg(target_arch = "x86_64")]
-impl WindowsX8 {
-    /// # Panics
-    /// If `k` is not in `1..=8`.
-    #[inline(always)]
-    pub(crate) fn new(k: usize, short_key: u64) -> Self {
-        use std::arch::x86_64::*;
-        assert!(
-            (1..=8).contains(&k),
-            "window of {k} bytes: the vector path takes 1 to 8"
-        );
-        let mut idx = [0u8; 64];
-        for (j, lane) in idx.chunks_exact_mut(8).enumerate() {
-            // Window j starts at byte j of the 16 loaded bytes; in the 128-bit lane that holds qword j,
-            // vpshufb indexes those same 16 bytes. Index 0x80 writes a zero byte.
-            for (b, x) in lane.iter_mut().enumerate() {
-                *x = if b < k { (j + b) as u8 } else { 0x80 };
-            }
-        }
-        let key_len = short_key ^ (k as u64).wrapping_mul(SHORT_LEN_MUL);
-        // SAFETY: `idx` is 64 readable bytes; these intrinsics only need AVX-512F, which every caller (inside
-        // an AVX-512 `target_feature` function) has.
-        unsafe {
-            WindowsX8 {
-                shuffle: _mm512_loadu_si512(idx.as_ptr().cast()),
-                key_len: _mm512_set1_epi64(key_len as i64),
-            }
+impl<'s, S: WindowSink + ?Sized> IdBuffer<'s, S> {
+    fn new(sink: &'s mut S) -> Self {
+        IdBuffer {
+            sink,
+            ids: [0; 64],
+            len: 0,
         }
     }
 
-    /// The ids of the windows starting at `p`, `p + 1`, ..., `p + 7`.
-    ///
-    /// # Safety
-    /// `p` is valid for reading 16 bytes, and the CPU supports AVX-512 F/BW.
-    #[inline(always)]
-    pub(crate) unsafe fn ids(&self, p: *const u8) -> std::arch::x86_64::__m512i {
-        use std::arch::x86_64::*;
-        // SAFETY: by the caller's contract.
-        unsafe {
-            let src = _mm512_broadcast_i32x4(_mm_loadu_si128(p.cast()));
-            _mm512_xor_si512(_mm512_shuffle_epi8(src, self.shuffle), self.key_len)
+    #[inline]
+    fn push(&mut self, id: u64) {
+        if self.len == self.ids.len() {
+            self.flush();
         }
+        self.ids[self.len] = id;
+        self.len += 1;
+    }
+
+    fn flush(&mut self) {
+        if self.len > 0 {
+            self.sink.ids(&self.ids[..self.len]);
+            self.len = 0;
+        }
+    }
+
+    fn run(&mut self, run: &ShortRun<'_>) {
+        self.flush();
+        self.sink.run(run);
     }
 }
 
-/// The loop of [`short_windows`], written so the compiler can vectorise it.
-#[inline(always)]
-pub(crate) fn short_windows_plain(bytes: &[u8], k: usize, short_key: u64, out: &mut [u64]) {
-    assert!(out.is_empty() || out.len() + 7 <= bytes.len());
-    let mask = low_bytes_mask(k);
-    let len = k as u64;
-    let p = bytes.as_ptr();
-    for (i, slot) in out.iter_mut().enumerate() {
-        // SAFETY: i + 8 <= out.len() + 7 <= bytes.len() (asserted above), so the 8 bytes at p + i are in bounds.
-        let word = u64::from_le(unsafe { p.add(i).cast::<u64>().read_unaligned() });
-        *slot = mix_short(word & mask, len, short_key);
+impl<S: WindowSink + ?Sized> Drop for IdBuffer<'_, S> {
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 
@@ -440,47 +313,22 @@ fn utf8_width(b: u8) -> usize {
     }
 }
 
-/// Receives the windows of one text, in text order: runs of `k`-byte windows (`k <= 8`) given by their bytes, and
-/// single windows given by their id. [`Shingler::hashes`] collects ids into a `Vec<u64>`; a kernel can take the
-/// runs straight from the text instead (`oph` does), and must then compute the same ids.
-pub trait WindowSink {
-    /// Windows `bytes[i..i + k]` for `i in 0..count`, each with id `mix_short(le_word(window), k, short_key)`
-    /// (`le_word`: the bytes read little-endian, zero-padded to 8). `count + k - 1 <= bytes.len()`; the sink may
-    /// read all of `bytes` (which can run past the last window).
-    fn run(&mut self, bytes: &[u8], k: usize, short_key: u64, count: usize);
-    /// One window, by its id.
-    fn id(&mut self, id: u64);
-}
-
-impl WindowSink for Vec<u64> {
-    fn run(&mut self, bytes: &[u8], k: usize, short_key: u64, count: usize) {
-        debug_assert!(count + k <= bytes.len() + 1);
-        // Windows whose 8-byte load stays inside `bytes` are hashed in one batch; the rest one by one.
-        let direct = count.min(bytes.len().saturating_sub(7));
-        let base = self.len();
-        self.resize(base + direct, 0);
-        short_windows(bytes, k, short_key, &mut self[base..]);
-        self.extend((direct..count).map(|i| short_window_id(bytes, i, k, short_key)));
-    }
-    fn id(&mut self, id: u64) {
-        self.push(id);
-    }
-}
-
-/// The length of the longest all-ASCII prefix of `bytes`: 64 bytes per step with AVX-512BW when the CPU has it
-/// (and `LSHBENCH_ISA` allows it), else eight bytes per step.
-fn ascii_prefix_len(bytes: &[u8]) -> usize {
+/// The length of the longest all-ASCII prefix of `bytes`: 64 bytes per step with AVX-512BW when `dispatch`
+/// chose AVX-512, else eight bytes per step.
+fn ascii_prefix_len(bytes: &[u8], dispatch: Dispatch) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if crate::kernel::wide_vectors() {
-        // SAFETY: wide_vectors() checked AVX-512 F/DQ/BW/VL.
-        return unsafe { ascii_prefix_len_avx512(bytes) };
+    if let Some(token) = dispatch.avx512() {
+        // SAFETY: the token proves AVX-512 F/BW.
+        return unsafe { ascii_prefix_len_avx512(token, bytes) };
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = dispatch;
     ascii_prefix_len_swar(bytes)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
-fn ascii_prefix_len_avx512(bytes: &[u8]) -> usize {
+fn ascii_prefix_len_avx512(_: crate::arch::Avx512, bytes: &[u8]) -> usize {
     use std::arch::x86_64::{_mm512_loadu_si512, _mm512_movepi8_mask};
     let mut blocks = bytes.chunks_exact(64);
     let mut len = 0;
@@ -515,30 +363,37 @@ fn ascii_prefix_len_swar(bytes: &[u8]) -> usize {
 }
 
 /// Whether `text` is all ASCII ([`ascii_prefix_len`] over the whole text).
-fn is_ascii(text: &str) -> bool {
-    ascii_prefix_len(text.as_bytes()) == text.len()
+fn is_ascii(text: &str, dispatch: Dispatch) -> bool {
+    ascii_prefix_len(text.as_bytes(), dispatch) == text.len()
 }
 
 /// Every window of `k` Unicode scalar values, cut at char boundaries and hashed on its bytes.
 ///
 /// Text with some non-ASCII characters is mostly ASCII runs: a window that lies inside an ASCII run is `k`
-/// bytes, so the windows starting in a run (except its last k - 1 chars) go through the same batch loop as
-/// the ASCII fast path. Only windows that touch a non-ASCII char walk the chars one by one.
-fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut impl WindowSink) {
+/// bytes, so the windows starting in a run (except its last k - 1 chars) go to the sink as one run, like the
+/// ASCII fast path. Only windows that touch a non-ASCII char walk the chars one by one.
+fn char_windows_generic<S: WindowSink + ?Sized>(
+    text: &str,
+    k: usize,
+    key: &WindowKey,
+    dispatch: Dispatch,
+    sink: &mut S,
+) {
     let bytes = text.as_bytes();
     let n = bytes.len();
     // At most k chars: one shingle, the whole text (looking at k + 1 chars at most).
     if text.chars().nth(k).is_none() {
-        out.id(id_of(bytes, key));
+        sink.ids(&[key.id(bytes)]);
         return;
     }
-    let emit = |start: usize, end: usize, out: &mut dyn FnMut(u64)| {
+    let mut out = IdBuffer::new(sink);
+    let id = |start: usize, end: usize| -> u64 {
         let len = end - start;
         if len <= 8 && start + 8 <= n {
             let word = u64::from_le_bytes(bytes[start..start + 8].try_into().expect("8 bytes"));
-            out(mix_short(word & low_bytes_mask(len), len as u64, key.short));
+            key.short_id(word & low_bytes_mask(len), len)
         } else {
-            out(id_of(&bytes[start..end], key));
+            key.id(&bytes[start..end])
         }
     };
     // The end of the window of k chars starting at `s`, if k chars remain.
@@ -558,11 +413,11 @@ fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut impl W
     let mut end: Option<usize> = None;
     while s < n {
         if bytes[s] < 0x80 {
-            let run_end = s + ascii_prefix_len(&bytes[s..]);
+            let run_end = s + ascii_prefix_len(&bytes[s..], dispatch);
             if k <= 8 && run_end - s >= k {
                 // Windows starting at s..s + count lie inside the run.
                 let count = run_end - s - k + 1;
-                out.run(&bytes[s..], k, key.short, count);
+                out.run(&key.run(&bytes[s..], k, count));
                 s += count;
                 end = None;
                 continue;
@@ -571,7 +426,7 @@ fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut impl W
         let Some(e) = end.or_else(|| end_of(s)) else {
             break;
         };
-        emit(s, e, &mut |id| out.id(id));
+        out.push(id(s, e));
         if e >= n {
             // The next window would need a char past the end.
             break;
@@ -582,7 +437,7 @@ fn char_windows_generic(text: &str, k: usize, key: &ShingleKey, out: &mut impl W
 }
 
 /// The id of tokens joined by single spaces (so `a  b` and `a b` give the same word shingle).
-fn tokens_id(tokens: &[&str], scratch: &mut Vec<u8>, key: &ShingleKey) -> u64 {
+fn tokens_id(tokens: &[&str], scratch: &mut Vec<u8>, key: &WindowKey) -> u64 {
     scratch.clear();
     for (i, t) in tokens.iter().enumerate() {
         if i > 0 {
@@ -590,12 +445,12 @@ fn tokens_id(tokens: &[&str], scratch: &mut Vec<u8>, key: &ShingleKey) -> u64 {
         }
         scratch.extend_from_slice(t.as_bytes());
     }
-    id_of(scratch, key)
+    key.id(scratch)
 }
 
 /// Every window of `n` consecutive tokens (maximal runs of non-whitespace). Fewer than `n` tokens: one shingle
 /// of all of them; no token (blank text): none.
-fn word_windows(text: &str, n: usize, key: &ShingleKey, out: &mut Vec<u64>) {
+fn word_windows(text: &str, n: usize, key: &WindowKey, out: &mut Vec<u64>) {
     let tokens: Vec<&str> = text.split_whitespace().collect();
     if tokens.is_empty() {
         return;
@@ -613,7 +468,7 @@ fn word_windows(text: &str, n: usize, key: &ShingleKey, out: &mut Vec<u64>) {
 /// word is never dropped. A text with tokens but no stop word gives one shingle of all its tokens (a non-blank
 /// text never has an empty set). Stop words match case-insensitively against [`STOP_WORDS`]; a token with
 /// punctuation attached (`the,`) matches only under `--strip-punctuation`.
-fn stopword_windows(text: &str, n: usize, key: &ShingleKey, out: &mut Vec<u64>) {
+fn stopword_windows(text: &str, n: usize, key: &WindowKey, out: &mut Vec<u64>) {
     let tokens: Vec<&str> = text.split_whitespace().collect();
     if tokens.is_empty() {
         return;
@@ -813,33 +668,6 @@ mod tests {
     }
 
     #[test]
-    fn avx512_and_plain_window_loops_agree() {
-        let bytes: Vec<u8> = (0..300u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-            .collect();
-        // Lengths around the 8-window steps and the 16-byte loads; every window count up to the maximum.
-        for len in (8..=40).chain([299, 300]) {
-            let bytes = &bytes[..len];
-            for k in 1..=8 {
-                for count in [0, 1, len - 8, len - 7] {
-                    let mut plain = vec![0u64; count];
-                    short_windows_plain(bytes, k, 99, &mut plain);
-                    let mut picked = vec![0u64; count];
-                    short_windows(bytes, k, 99, &mut picked);
-                    assert_eq!(plain, picked, "len={len} k={k} count={count}");
-                    #[cfg(target_arch = "x86_64")]
-                    if crate::kernel::Isa::Avx512.supported() {
-                        let mut wide = vec![0u64; count];
-                        // SAFETY: checked just above that the CPU supports AVX-512 F/DQ/BW/VL.
-                        unsafe { short_windows_avx512(bytes, k, 99, &mut wide) };
-                        assert_eq!(plain, wide, "len={len} k={k} count={count}");
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
     fn ascii_prefix_len_finds_the_first_high_byte() {
         for len in (0..80).chain([127, 128, 129, 200]) {
             for at in 0..=len {
@@ -847,27 +675,17 @@ mod tests {
                 if at < len {
                     bytes[at] = 0xc3;
                 }
-                assert_eq!(ascii_prefix_len(&bytes), at, "len={len} at={at}");
                 assert_eq!(ascii_prefix_len_swar(&bytes), at, "len={len} at={at}");
-                #[cfg(target_arch = "x86_64")]
-                if crate::kernel::Isa::Avx512.supported() {
-                    // SAFETY: checked just above.
-                    assert_eq!(
-                        unsafe { ascii_prefix_len_avx512(&bytes) },
-                        at,
-                        "len={len} at={at}"
-                    );
+                for isa in Isa::ALL {
+                    if let Ok(dispatch) = Dispatch::new(isa) {
+                        assert_eq!(
+                            ascii_prefix_len(&bytes, dispatch),
+                            at,
+                            "{isa} len={len} at={at}"
+                        );
+                    }
                 }
             }
         }
-    }
-
-    #[test]
-    fn mix_short_is_a_bijection_on_a_sample_of_one_length() {
-        // Distinct words of the same length must give distinct ids (the map is invertible).
-        let mut ids: Vec<u64> = (0..100_000u64).map(|w| mix_short(w, 5, 7)).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        assert_eq!(ids.len(), 100_000);
     }
 }

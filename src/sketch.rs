@@ -4,10 +4,10 @@
 //! set. Memory holds one batch of text plus, for `.npy` only, the n x k signature matrix (NPY needs the row count
 //! in its header).
 
+use crate::cli::args::KernelArgs;
+use crate::cli::args::ShingleArgs;
 use crate::corpus::reader::ReaderArgs;
-use crate::kernel::KernelArgs;
 use crate::pipeline::{SignedBatch, sketch_corpus};
-use crate::shingle::ShingleArgs;
 use anyhow::{Context, bail};
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal};
@@ -169,7 +169,7 @@ pub fn progress(what: &str) -> indicatif::ProgressBar {
 
 pub fn run(args: &SketchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let shingler = args.shingle.shingler(args.kernel.seed);
+    let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
     let kernel = args.kernel.build()?;
     let num_perm = kernel.num_perm();
     let pool = thread_pool(args.threads)?;

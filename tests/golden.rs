@@ -120,8 +120,16 @@ fn compute(dir: &Path) -> BTreeMap<String, String> {
             for threads in ["1", "2"] {
                 let npy = d(&format!("{kernel}-{isa}-{threads}.npy"));
                 let mut args = vec![
-                    "sketch", "--input", CORPUS, "--kernel", kernel, "--isa", isa, "--threads",
-                    threads, "--output",
+                    "sketch",
+                    "--input",
+                    CORPUS,
+                    "--kernel",
+                    kernel,
+                    "--isa",
+                    isa,
+                    "--threads",
+                    threads,
+                    "--output",
                 ];
                 args.push(&npy);
                 lshbench(&args);
@@ -141,8 +149,16 @@ fn compute(dir: &Path) -> BTreeMap<String, String> {
                 if threads == "2" {
                     let csv = d(&format!("{kernel}-{isa}.csv"));
                     let mut args = vec![
-                        "sketch", "--input", CORPUS, "--kernel", kernel, "--isa", isa,
-                        "--threads", "2", "--output",
+                        "sketch",
+                        "--input",
+                        CORPUS,
+                        "--kernel",
+                        kernel,
+                        "--isa",
+                        isa,
+                        "--threads",
+                        "2",
+                        "--output",
                     ];
                     args.push(&csv);
                     lshbench(&args);

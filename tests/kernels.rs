@@ -494,7 +494,7 @@ fn classic_kernels_pass_ertls_relative_mse_band() {
 /// after, slot word `(i << F) | (lo32(h) >> B)` capped at `u32::MAX - 1`, each bin keeping its minimum. Also
 /// returns, per bin, the element that set the minimum (the first one on equal words).
 fn fss_reference(ids: &[u64], k: usize, seed: u64) -> (Vec<u32>, Vec<Option<u64>>) {
-    use lshbench::kernel::family::mix64;
+    use lshbench::hash::mix64;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let seeds: Vec<u64> = (0..2 * k).map(|_| rng.next_u64()).collect();
     let b = (0u32..)

@@ -1,7 +1,9 @@
 //! Shingle tests: each kind on small hand-checked texts, the ASCII fast path against the generic path,
 //! normalisation, and pinned hash values (a platform or refactor change that alters ids fails here).
 
+use lshbench::arch::Isa;
 use lshbench::shingle::{Normalization, ShingleKind, Shingler, shingle_id};
+use lshbench::window::{ShortRun, WindowSink};
 
 fn ids(kind: &str, text: &str, seed: u64) -> Vec<u64> {
     let sh = Shingler::new(kind.parse().unwrap(), Normalization::default(), seed);
@@ -242,8 +244,20 @@ const PIN_2: u64 = 0x520a_2bb9_e6b6_e9d9;
 const PIN_3: u64 = 0x4f5d_0356_32f9_bec2;
 const PIN_4: u64 = 0x1168_61d3_d94d_1dae;
 
-/// `stream_windows` into a `Vec<u64>` gives exactly the ids of `hashes`, for every shingler it accepts, and
-/// refuses the others.
+/// A sink that records every id one window at a time, through the scalar definition ([`ShortRun::id`]).
+struct Recorder(Vec<u64>);
+
+impl WindowSink for Recorder {
+    fn run(&mut self, run: &ShortRun<'_>) {
+        self.0.extend((0..run.count()).map(|i| run.id(i)));
+    }
+    fn ids(&mut self, ids: &[u64]) {
+        self.0.extend_from_slice(ids);
+    }
+}
+
+/// `stream_windows` gives exactly the ids of `hashes`, for every shingler it accepts and every instruction set
+/// this CPU runs, and refuses the others.
 #[test]
 fn stream_windows_gives_the_ids_of_hashes() {
     let texts = [
@@ -258,18 +272,22 @@ fn stream_windows_gives_the_ids_of_hashes() {
     for spec in [
         "char:1", "char:5", "char:8", "byte:2", "byte:8", "char:9", "word:2",
     ] {
-        let sh = Shingler::new(spec.parse().unwrap(), Normalization::default(), 9);
-        for text in texts {
-            let mut want = Vec::new();
-            sh.hashes(text, &mut want);
-            let mut got: Vec<u64> = Vec::new();
-            let streamed = sh.stream_windows(text, &mut got);
-            let short = matches!(spec, "char:1" | "char:5" | "char:8" | "byte:2" | "byte:8");
-            assert_eq!(streamed, short, "{spec}");
-            if streamed {
-                assert_eq!(got, want, "{spec} {text:?}");
-            } else {
-                assert!(got.is_empty());
+        for isa in Isa::ALL.into_iter().filter(|i| i.supported()) {
+            let sh = Shingler::new(spec.parse().unwrap(), Normalization::default(), 9)
+                .with_isa(Some(isa))
+                .unwrap();
+            for text in texts {
+                let mut want = Vec::new();
+                sh.hashes(text, &mut want);
+                let mut got = Recorder(Vec::new());
+                let streamed = sh.stream_windows(text, &mut got);
+                let short = matches!(spec, "char:1" | "char:5" | "char:8" | "byte:2" | "byte:8");
+                assert_eq!(streamed, short, "{spec}");
+                if streamed {
+                    assert_eq!(got.0, want, "{isa} {spec} {text:?}");
+                } else {
+                    assert!(got.0.is_empty());
+                }
             }
         }
     }
@@ -278,6 +296,7 @@ fn stream_windows_gives_the_ids_of_hashes() {
         ..Normalization::default()
     };
     assert!(
-        !Shingler::new(ShingleKind::Char(5), lower, 9).stream_windows("Hi there", &mut Vec::new())
+        !Shingler::new(ShingleKind::Char(5), lower, 9)
+            .stream_windows("Hi there", &mut Recorder(Vec::new()))
     );
 }

@@ -52,6 +52,7 @@ pub fn kernel(name: &str, num_perm: usize, seed: u64) -> anyhow::Result<Box<dyn 
             isa: None,
         },
     )
+    .map_err(Into::into)
 }
 
 /// lshbench tune's choice of (b, r) for k = `num_perm` at threshold `t`, when the tuner is available.

@@ -12,6 +12,7 @@
 //! the reduction (the datasketch bug, issues #99 and #239). Multiply-add-shift is one 64-bit multiply-add whose
 //! wrap-around *is* the definition, so the vector kernels compute exactly the same bits as the reference.
 
+use crate::hash::mix64;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
@@ -48,12 +49,4 @@ impl Family {
     pub fn hash(&self, i: usize, x: u32) -> u32 {
         (self.a[i].wrapping_mul(x as u64).wrapping_add(self.b[i]) >> 32) as u32
     }
-}
-
-/// SplitMix64's finaliser (Stafford's mix13): a bijective 64-bit mixer, 2 multiplies.
-#[inline(always)]
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }

@@ -36,15 +36,20 @@
 //! negatively dependent (an element lands in one bin per round), which makes the variance at most classic
 //! MinHash's J(1-J)/k and lower on small sets, where each element wins several bins.
 
-use super::family::mix64;
-use super::oph;
-use super::{Isa, Kernel, KernelParams, KernelSpec};
+use super::bins::{self, CHUNK};
+use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
+#[cfg(target_arch = "x86_64")]
+use crate::arch::Avx512;
+use crate::arch::Dispatch;
+use crate::hash::mix64;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
 pub const SPEC: KernelSpec = KernelSpec {
     name: "fss",
     about: "Fast Similarity Sketching (Dahlgaard-Knudsen-Thorup 2017): k bins, rounds until all are filled",
+    family: SketchFamily::FastSimilarity,
+    same_output_as: None,
     build: build_fss,
 };
 
@@ -54,21 +59,21 @@ pub const MAX_NUM_PERM: usize = 1 << 15;
 /// The marker of a bin not yet filled while signing.
 const EMPTY: u32 = u32::MAX;
 
-/// Ids mixed per batch (`oph`'s, as its filtered min update takes one such chunk at a time).
-const CHUNK: usize = oph::CHUNK;
-
-fn build_fss(p: &KernelParams) -> anyhow::Result<Box<dyn Kernel>> {
+fn build_fss(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
     if p.num_perm > MAX_NUM_PERM {
-        anyhow::bail!(
+        return Err(KernelError::NumPerm(format!(
             "fss supports num_perm up to {MAX_NUM_PERM} (a slot keeps at least 16 fraction bits beside the round)"
-        );
+        )));
     }
-    Ok(Box::new(Fss::new(p.num_perm, p.seed).with_isa(p.isa)))
+    Ok(Box::new(
+        Fss::new(p.num_perm, p.seed).with_dispatch(p.dispatch()?),
+    ))
 }
 
 /// `out[i] = bin << 32 | value` for `ids[i]` in one round: `h = mix64(id ^ seed)`,
 /// `bin = (hi32(h) * k) >> 32`, `value = round_bits | (lo32(h) >> frac_shift)` (see the module docs).
-/// Runs the AVX-512 compilation of the same code when allowed (exact integer arithmetic: same output).
+/// Runs the AVX-512 compilation of the same code when `dispatch` chose it (exact integer arithmetic: same
+/// output).
 #[inline]
 fn round_values(
     ids: &[u64],
@@ -76,13 +81,13 @@ fn round_values(
     k: u64,
     round_bits: u32,
     frac_shift: u32,
-    wide: bool,
+    dispatch: Dispatch,
     out: &mut [u64],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if wide {
-        // SAFETY: `wide` is only set after checking that the CPU supports AVX-512 F/DQ/BW/VL.
-        unsafe { round_values_avx512(ids, seed, k, round_bits, frac_shift, out) };
+    if let Some(token) = dispatch.avx512() {
+        // SAFETY: the token proves AVX-512 F/DQ/BW/VL.
+        unsafe { round_values_avx512(token, ids, seed, k, round_bits, frac_shift, out) };
         return;
     }
     round_values_plain(ids, seed, k, round_bits, frac_shift, out)
@@ -91,6 +96,7 @@ fn round_values(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
 fn round_values_avx512(
+    _: Avx512,
     ids: &[u64],
     seed: u64,
     k: u64,
@@ -128,8 +134,8 @@ pub struct Fss {
     frac_shift: u32,
     /// F = 32 - B; the round number sits at `i << F`.
     round_shift: u32,
-    /// Whether the mixing loop runs its AVX-512 build (same output either way).
-    wide: bool,
+    /// The instruction set of the mixing loop (same output on every one).
+    dispatch: Dispatch,
 }
 
 impl Fss {
@@ -147,7 +153,7 @@ impl Fss {
             round_seeds,
             frac_shift,
             round_shift: 32 - frac_shift,
-            wide: super::wide_vectors(),
+            dispatch: Dispatch::detect(),
         }
     }
 
@@ -156,13 +162,18 @@ impl Fss {
         usize::BITS - (2 * num_perm - 1).leading_zeros()
     }
 
-    /// Forces the instruction set of the mixing loop: AVX-512 (if this CPU has it) or plain code for any other
-    /// choice; `None` keeps [`Isa::detect`]'s choice.
-    pub fn with_isa(mut self, isa: Option<Isa>) -> Fss {
-        if let Some(isa) = isa {
-            self.wide = isa == Isa::Avx512 && isa.supported();
-        }
+    /// The same kernel on a checked instruction set: AVX-512 runs the vector loops, any other choice the plain
+    /// code.
+    pub fn with_dispatch(mut self, dispatch: Dispatch) -> Fss {
+        self.dispatch = dispatch;
         self
+    }
+
+    /// [`Fss::with_dispatch`] for `isa` (`None`: [`Dispatch::detect`]); an instruction set this CPU lacks falls
+    /// back to the plain code (the registry's builder refuses it before this).
+    pub fn with_isa(self, isa: Option<Isa>) -> Fss {
+        let dispatch = Dispatch::of(isa).unwrap_or_else(|_| Dispatch::scalar());
+        self.with_dispatch(dispatch)
     }
 
     /// Signs `ids` into `out` and returns the number of rounds run (the last round that filled a bin, plus
@@ -177,21 +188,18 @@ impl Fss {
         let mut packed = [0u64; CHUNK];
         // Round 0, the common case: one-permutation hashing, with `oph`'s min update (filtered on AVX-512).
         #[cfg(target_arch = "x86_64")]
-        let filter = oph::filter_ok(self.wide);
-        #[cfg(target_arch = "x86_64")]
         let mut cand = [0u64; CHUNK];
         for chunk in ids.chunks(CHUNK) {
             let packed = &mut packed[..chunk.len()];
             self.mix(chunk, 0, packed);
             #[cfg(target_arch = "x86_64")]
-            if filter {
-                // SAFETY: `filter_ok` checked AVX-512 F/DQ/BW/VL (when `wide` was set) and POPCNT;
-                // packed.len() <= CHUNK; bin = (hi32(h) * k) >> 32 < k = out.len() (asserted at the top).
-                unsafe { oph::filtered_min_update_avx512(packed, out, &mut cand) };
+            if let Some(token) = self.dispatch.avx512() {
+                // SAFETY: bin = (hi32(h) * k) >> 32 < k = out.len() (asserted at the top), as hi32(h) < 2^32.
+                unsafe { bins::filtered_min_update(token, packed, out, &mut cand) };
                 continue;
             }
             // SAFETY: bin = (hi32(h) * k) >> 32 < k = out.len() (asserted at the top), as hi32(h) < 2^32.
-            unsafe { oph::min_update(packed, out) };
+            unsafe { bins::min_update(packed, out) };
         }
         let mut filled = out.iter().filter(|&&v| v != EMPTY).count();
         let mut rounds = 1;
@@ -246,7 +254,7 @@ impl Fss {
             self.num_perm as u64,
             (round as u32) << self.round_shift,
             self.frac_shift,
-            self.wide,
+            self.dispatch,
             out,
         )
     }
@@ -260,7 +268,11 @@ impl Kernel for Fss {
         self.num_perm
     }
     fn isa(&self) -> Isa {
-        if self.wide { Isa::Avx512 } else { Isa::Scalar }
+        if self.dispatch.avx512().is_some() {
+            Isa::Avx512
+        } else {
+            Isa::Scalar
+        }
     }
     fn sign(&self, ids: &[u64], out: &mut [u32]) {
         // The empty set leaves every slot EMPTY = u32::MAX: the defined empty signature.
@@ -289,7 +301,7 @@ mod tests {
     #[test]
     fn avx512_and_plain_round_loops_agree() {
         let ids: Vec<u64> = (0..1000u64)
-            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i)
+            .map(|i| i.wrapping_mul(crate::hash::GOLDEN) ^ i)
             .collect();
         for k in [1u64, 7, 100, 128, 1000] {
             let b = Fss::round_bits(k as usize);
@@ -303,10 +315,10 @@ mod tests {
                         .all(|&bv| (bv >> 32) < k && (bv as u32) >> (32 - b) == round)
                 );
                 #[cfg(target_arch = "x86_64")]
-                if Isa::Avx512.supported() {
+                if let Some(token) = Avx512::detect() {
                     let mut wide = vec![0u64; ids.len()];
-                    // SAFETY: checked just above that the CPU supports AVX-512 F/DQ/BW/VL.
-                    unsafe { round_values_avx512(&ids, 5, k, bits, b, &mut wide) };
+                    // SAFETY: the token proves AVX-512 F/DQ/BW/VL.
+                    unsafe { round_values_avx512(token, &ids, 5, k, bits, b, &mut wide) };
                     assert_eq!(plain, wide, "k={k} round={round}");
                 }
             }

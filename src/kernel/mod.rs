@@ -3,90 +3,20 @@
 //! A kernel turns the shingle ids of one document into `num_perm` 32-bit slots. Adding a kernel takes one file
 //! plus one line in [`KERNELS`]; the shared tests and benches iterate the registry, so they come for free.
 //!
-//! OWNER: kernels helper (scalar.rs, simd.rs, oph.rs and the bodies here).
+//! A kernel never sees a shingler: it signs ids, or a text through the [`WindowSource`] it is handed (the
+//! window layer), so kernels and shinglers are siblings above the window stream. Vector code is reached only
+//! through the [`crate::arch::Dispatch`] a kernel was built with.
 
+pub mod bins;
 pub mod family;
 pub mod fss;
 pub mod oph;
 pub mod scalar;
 pub mod simd;
 
-use crate::shingle::Shingler;
-use std::fmt;
-
-/// The instruction set a kernel actually runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Isa {
-    /// Plain scalar Rust, no explicit SIMD.
-    Scalar,
-    /// `wide`'s portable vectors (whatever the compile target gives them).
-    Portable,
-    Avx2,
-    Avx512,
-}
-
-impl Isa {
-    pub fn name(self) -> &'static str {
-        match self {
-            Isa::Scalar => "scalar",
-            Isa::Portable => "portable",
-            Isa::Avx2 => "avx2",
-            Isa::Avx512 => "avx512",
-        }
-    }
-
-    /// Parses `scalar`, `portable`, `avx2`, `avx512`.
-    pub fn parse(s: &str) -> Option<Isa> {
-        match s {
-            "scalar" => Some(Isa::Scalar),
-            "portable" => Some(Isa::Portable),
-            "avx2" => Some(Isa::Avx2),
-            "avx512" => Some(Isa::Avx512),
-            _ => None,
-        }
-    }
-
-    /// Whether this CPU can run code for this instruction set.
-    pub fn supported(self) -> bool {
-        match self {
-            Isa::Scalar | Isa::Portable => true,
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => {
-                std::arch::is_x86_feature_detected!("avx512f")
-                    && std::arch::is_x86_feature_detected!("avx512dq")
-                    && std::arch::is_x86_feature_detected!("avx512bw")
-                    && std::arch::is_x86_feature_detected!("avx512vl")
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            _ => false,
-        }
-    }
-
-    /// The widest instruction set this CPU supports, capped by the `LSHBENCH_ISA` environment variable when
-    /// set (so CI can force each fallback path on one machine).
-    pub fn detect() -> Isa {
-        let best = [Isa::Avx512, Isa::Avx2, Isa::Portable]
-            .into_iter()
-            .find(|isa| isa.supported())
-            .unwrap_or(Isa::Portable);
-        match std::env::var("LSHBENCH_ISA")
-            .ok()
-            .as_deref()
-            .and_then(Isa::parse)
-        {
-            Some(cap) if cap < best => cap,
-            _ => best,
-        }
-    }
-}
-
-impl fmt::Display for Isa {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use crate::arch::Isa;
+use crate::arch::Unsupported;
+use crate::window::WindowSource;
 
 /// A signature kernel. Implementations are immutable after construction and shared across threads.
 pub trait Kernel: Send + Sync {
@@ -100,18 +30,18 @@ pub trait Kernel: Send + Sync {
     /// `ids` may repeat elements. An empty `ids` gives the defined empty signature (every slot `u32::MAX`);
     /// callers flag empty documents themselves, and such documents never become candidates.
     fn sign(&self, ids: &[u64], out: &mut [u32]);
-    /// Signs one document straight from its text: the same signature as `shingler.hashes(text, ids)` followed
-    /// by [`Kernel::sign`], which is what this default does. Returns whether the shingle set was empty. A kernel
-    /// may override it with a loop that hashes windows straight from the text (see `oph`); `ids` is scratch
-    /// space, and its contents afterwards are unspecified.
+    /// Signs one document straight from its text: the same signature as `windows.window_ids(text, ids)`
+    /// followed by [`Kernel::sign`], which is what this default does. Returns whether the shingle set was empty.
+    /// A kernel may override it with a loop that hashes windows straight from the text (see `oph`); `ids` is
+    /// scratch space, and its contents afterwards are unspecified.
     fn sign_text(
         &self,
-        shingler: &Shingler,
+        windows: &dyn WindowSource,
         text: &str,
         ids: &mut Vec<u64>,
         out: &mut [u32],
     ) -> bool {
-        sign_via_ids(self, shingler, text, ids, out)
+        sign_via_ids(self, windows, text, ids, out)
     }
     /// Estimated Jaccard similarity of the two sets behind `a` and `b`.
     fn estimate(&self, a: &[u32], b: &[u32]) -> f64 {
@@ -119,15 +49,15 @@ pub trait Kernel: Send + Sync {
     }
 }
 
-/// [`Kernel::sign_text`] the plain way: shingle `text` into `ids`, sign them, report whether the set was empty.
+/// [`Kernel::sign_text`] the plain way: cut `text` into window ids, sign them, report whether the set was empty.
 pub fn sign_via_ids<K: Kernel + ?Sized>(
     kernel: &K,
-    shingler: &Shingler,
+    windows: &dyn WindowSource,
     text: &str,
     ids: &mut Vec<u64>,
     out: &mut [u32],
 ) -> bool {
-    shingler.hashes(text, ids);
+    windows.window_ids(text, ids);
     kernel.sign(ids, out);
     ids.is_empty()
 }
@@ -151,15 +81,88 @@ pub struct KernelParams {
     pub isa: Option<Isa>,
 }
 
-/// One registry entry.
+impl KernelParams {
+    /// The checked instruction set: `isa`, or [`crate::arch::Dispatch::detect`]'s choice.
+    pub fn dispatch(&self) -> Result<crate::arch::Dispatch, Unsupported> {
+        crate::arch::Dispatch::of(self.isa)
+    }
+}
+
+/// Why a kernel could not be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KernelError {
+    #[error("unknown kernel `{name}`; available: {}", names().join(", "))]
+    Unknown { name: String },
+    /// k out of the kernel's range (the message says which range).
+    #[error("{0}")]
+    NumPerm(String),
+    #[error(transparent)]
+    Unsupported(#[from] Unsupported),
+}
+
+/// The sketch family a kernel belongs to, and so the theory its accuracy and S-curve cells are checked against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SketchFamily {
+    /// k independent min-wise hash functions: slot agreement is Bernoulli(J), independent across slots, so the
+    /// estimator's variance is J(1-J)/k (relative MSE 1) and each band agrees with probability J^r.
+    Classic,
+    /// One-permutation hashing (Li, Owen, Zhang 2012) with densification: while no bin is empty (union f well
+    /// above k ln k), the slots sample without replacement and the relative MSE is 1 - (k-1)/(f-1); with empty
+    /// bins the densification decides, and the cell is sparse.
+    OnePermutation,
+    /// Fast Similarity Sketching (Dahlgaard, Knudsen, Thorup 2017): collision probability J (up to ties), variance
+    /// at most classic MinHash's.
+    FastSimilarity,
+}
+
+impl SketchFamily {
+    pub fn name(self) -> &'static str {
+        match self {
+            SketchFamily::Classic => "classic MinHash",
+            SketchFamily::OnePermutation => "one-permutation hashing",
+            SketchFamily::FastSimilarity => "fast similarity sketching",
+        }
+    }
+
+    /// Whether a cell with union size `union` and `k` slots is sparse for this family: more than 5% of the k
+    /// bins expected empty, where one-permutation hashing's closed forms do not hold.
+    pub fn is_sparse(self, union: usize, k: usize) -> bool {
+        match self {
+            SketchFamily::OnePermutation => expected_empty_bins(union, k) >= 0.05,
+            SketchFamily::Classic | SketchFamily::FastSimilarity => false,
+        }
+    }
+
+    /// The relative MSE (MSE / (J(1-J)/k)) this family's theory predicts at union size `union` and `k` slots,
+    /// where it predicts one that is checked.
+    pub fn predicted_rel_mse(self, union: usize, k: usize) -> Option<f64> {
+        match self {
+            SketchFamily::Classic => Some(1.0),
+            SketchFamily::OnePermutation => (expected_empty_bins(union, k) < 0.05 && union > 1)
+                .then(|| 1.0 - (k as f64 - 1.0) / (union as f64 - 1.0)),
+            // Its own variance (below classic MinHash's on small sets): reported, not checked.
+            SketchFamily::FastSimilarity => None,
+        }
+    }
+}
+
+/// The expected number of empty bins when `union` elements fall uniformly into `k` bins.
+fn expected_empty_bins(union: usize, k: usize) -> f64 {
+    k as f64 * (1.0 - 1.0 / k as f64).powi(union as i32)
+}
+
+/// One registry entry: everything the harness, the CLI and the tests know about a kernel.
 pub struct KernelSpec {
     pub name: &'static str,
     pub about: &'static str,
-    pub build: fn(&KernelParams) -> anyhow::Result<Box<dyn Kernel>>,
+    /// The theory its cells are checked against.
+    pub family: SketchFamily,
+    /// The kernel whose signatures this one reproduces bit for bit (same hash family, another loop), if any.
+    pub same_output_as: Option<&'static str>,
+    pub build: fn(&KernelParams) -> Result<Box<dyn Kernel>, KernelError>,
 }
 
-/// Every kernel, by name. The first entry is the reference the others are checked against where they share a
-/// hash family.
+/// Every kernel, by name. Adding a kernel is one file plus one line here (CONTRIBUTING.md walks through it).
 pub static KERNELS: &[KernelSpec] = &[
     scalar::SPEC,
     simd::SPEC,
@@ -168,69 +171,40 @@ pub static KERNELS: &[KernelSpec] = &[
     fss::SPEC,
 ];
 
-/// Builds the kernel called `name`.
-pub fn build(name: &str, params: &KernelParams) -> anyhow::Result<Box<dyn Kernel>> {
+/// The registry entry called `name`.
+pub fn spec(name: &str) -> Result<&'static KernelSpec, KernelError> {
+    KERNELS
+        .iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| KernelError::Unknown {
+            name: name.to_string(),
+        })
+}
+
+/// Builds the kernel called `name`: fails on an unknown name, k = 0 or an instruction set this CPU lacks.
+pub fn build(name: &str, params: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
+    let spec = spec(name)?;
+    build_spec(spec, params)
+}
+
+/// Builds the kernel of a registry entry (also one outside [`KERNELS`], as tests do), with the checks every
+/// kernel shares.
+pub fn build_spec(
+    spec: &KernelSpec,
+    params: &KernelParams,
+) -> Result<Box<dyn Kernel>, KernelError> {
     if params.num_perm == 0 {
-        anyhow::bail!("num_perm must be at least 1");
+        return Err(KernelError::NumPerm("num_perm must be at least 1".into()));
     }
     if let Some(isa) = params.isa
         && !isa.supported()
     {
-        anyhow::bail!("instruction set {isa} is not supported by this CPU");
+        return Err(Unsupported(isa).into());
     }
-    let spec = KERNELS.iter().find(|s| s.name == name).ok_or_else(|| {
-        let names: Vec<_> = KERNELS.iter().map(|s| s.name).collect();
-        anyhow::anyhow!("unknown kernel `{name}`; available: {}", names.join(", "))
-    })?;
     (spec.build)(params)
 }
 
 /// The names of every registered kernel.
 pub fn names() -> Vec<&'static str> {
     KERNELS.iter().map(|s| s.name).collect()
-}
-
-/// The kernel flags shared by `lshbench sketch` and friends.
-#[derive(clap::Args, Clone, Debug)]
-pub struct KernelArgs {
-    /// Signature kernel: scalar, simd, oph-opt, oph-rot or fss (`lshbench info` lists them).
-    #[arg(long, default_value = "simd")]
-    pub kernel: String,
-    /// k, the number of 32-bit slots per signature.
-    #[arg(long, default_value_t = 128)]
-    pub num_perm: usize,
-    /// Seed of the kernel's hash functions and of the shingle hash.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// Instruction set: auto picks the widest this CPU supports (capped by the LSHBENCH_ISA variable).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "scalar", "portable", "avx2", "avx512"])]
-    pub isa: String,
-}
-
-impl KernelArgs {
-    /// `None` for `auto`.
-    pub fn isa(&self) -> Option<Isa> {
-        Isa::parse(&self.isa)
-    }
-
-    pub fn params(&self) -> KernelParams {
-        KernelParams {
-            num_perm: self.num_perm,
-            seed: self.seed,
-            isa: self.isa(),
-        }
-    }
-
-    /// Builds the chosen kernel; fails on an unknown name, k = 0 or an unsupported instruction set.
-    pub fn build(&self) -> anyhow::Result<Box<dyn Kernel>> {
-        build(&self.kernel, &self.params())
-    }
-}
-
-/// Whether code compiled for AVX-512 (F/DQ/BW/VL) may run: the CPU has it and `LSHBENCH_ISA` does not cap it
-/// lower. Decided once. Used by the shingler and `oph` for loops whose arithmetic is exact, so the choice
-/// never changes an output.
-pub fn wide_vectors() -> bool {
-    static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WIDE.get_or_init(|| Isa::detect() == Isa::Avx512)
 }

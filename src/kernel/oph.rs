@@ -20,34 +20,42 @@
 //! its estimator `N_match / (k - N_empty)` (Li, Owen, Zhang) are exposed on [`Oph`] for analysis.
 //! An empty set gives every slot `u32::MAX` (callers flag it; it estimates 0 against anything).
 
-use super::family::mix64;
-use super::{Isa, Kernel, KernelParams, KernelSpec};
-use crate::shingle::Shingler;
+use super::bins::{CHUNK, min_update};
+use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
+use crate::arch::Dispatch;
 #[cfg(target_arch = "x86_64")]
-use crate::shingle::{WindowSink, WindowsX8};
+use crate::arch::{Avx512, x86::mix64_x8};
+use crate::hash::{GOLDEN, mix64};
+use crate::window::WindowSource;
+#[cfg(target_arch = "x86_64")]
+use crate::window::{ShortRun, WindowSink, x86::WindowsX8};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
 pub const SPEC_OPT: KernelSpec = KernelSpec {
     name: "oph-opt",
     about: "one-permutation hashing, optimal densification (Shrivastava 2017)",
+    family: SketchFamily::OnePermutation,
+    same_output_as: None,
     build: build_opt,
 };
 pub const SPEC_ROT: KernelSpec = KernelSpec {
     name: "oph-rot",
     about: "one-permutation hashing, rotation densification (Shrivastava-Li 2014); for comparison",
+    family: SketchFamily::OnePermutation,
+    same_output_as: None,
     build: build_rot,
 };
 
-fn build_opt(p: &KernelParams) -> anyhow::Result<Box<dyn Kernel>> {
+fn build_opt(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
     Ok(Box::new(
-        Oph::new(p.num_perm, p.seed, Densify::Optimal).with_isa(p.isa),
+        Oph::new(p.num_perm, p.seed, Densify::Optimal).with_dispatch(p.dispatch()?),
     ))
 }
 
-fn build_rot(p: &KernelParams) -> anyhow::Result<Box<dyn Kernel>> {
+fn build_rot(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
     Ok(Box::new(
-        Oph::new(p.num_perm, p.seed, Densify::Rotation).with_isa(p.isa),
+        Oph::new(p.num_perm, p.seed, Densify::Rotation).with_dispatch(p.dispatch()?),
     ))
 }
 
@@ -57,133 +65,18 @@ pub const EMPTY: u32 = u32::MAX;
 /// The rotation offset per step of distance.
 pub const ROTATION_C: u32 = 0x9E37_79B9;
 
-/// Ids mixed per batch in [`Oph::sign_raw`].
-pub(super) const CHUNK: usize = 256;
-
 /// `out[i] = bin << 32 | value` for `ids[i]`: `h = mix64(id ^ seed)`, `bin = (hi32(h) * k) >> 32` (a
 /// multiply-range reduction, uniform over `0..k` for any k), `value = min(lo32(h), EMPTY - 1)`. A loop the
 /// compiler vectorises; inlined into the AVX-512 path it compiles to AVX-512 (exact integer arithmetic: same
 /// output).
 #[inline(always)]
-pub(super) fn bin_values_plain(ids: &[u64], seed: u64, k: u64, out: &mut [u64]) {
+fn bin_values_plain(ids: &[u64], seed: u64, k: u64, out: &mut [u64]) {
     for (o, &id) in out.iter_mut().zip(ids) {
         let h = mix64(id ^ seed);
         // A 32 x 32 -> 64-bit product (k < 2^32): one vpmuludq instead of a 64-bit vpmullq.
         let bin = (((h >> 32) as u32 as u64) * (k as u32 as u64)) >> 32;
         let value = (h as u32).min(EMPTY - 1) as u64;
         *o = (bin << 32) | value;
-    }
-}
-
-/// `bins[bin] = min(bins[bin], value)` for each packed `bin << 32 | value`.
-///
-/// # Safety
-/// Every packed bin must be `< bins.len()` (true of [`bin_values_plain`]'s output for `k = bins.len()`, as
-/// `(hi32(h) * k) >> 32 < k`).
-#[inline(always)]
-pub(super) unsafe fn min_update(packed: &[u64], bins: &mut [u32]) {
-    for &bv in packed {
-        let bin = (bv >> 32) as usize;
-        debug_assert!(bin < bins.len());
-        // SAFETY: bin < bins.len() by the caller's contract.
-        let slot = unsafe { bins.get_unchecked_mut(bin) };
-        // Branch-free: the update is taken unpredictably often on small sets.
-        *slot = (*slot).min(bv as u32);
-    }
-}
-
-/// The largest bin value (vector max: 16 bins per instruction).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn max_avx512(bins: &[u32]) -> u32 {
-    use std::arch::x86_64::{
-        __m512i, _mm512_loadu_si512, _mm512_max_epu32, _mm512_reduce_max_epu32,
-        _mm512_setzero_si512,
-    };
-    let mut acc = _mm512_setzero_si512();
-    let mut lanes = bins.chunks_exact(16);
-    for v16 in &mut lanes {
-        // SAFETY: `v16` holds 16 u32 (unaligned load allowed).
-        acc = _mm512_max_epu32(acc, unsafe {
-            _mm512_loadu_si512(v16.as_ptr() as *const __m512i)
-        });
-    }
-    let rest = lanes.remainder().iter().copied().max().unwrap_or(0);
-    _mm512_reduce_max_epu32(acc).max(rest)
-}
-
-/// [`min_update`] with a filter in front, for one chunk of at most [`CHUNK`] packed values; the bins end up
-/// exactly as `min_update` leaves them. `t` = the largest bin value before the chunk (EMPTY while any bin is
-/// empty). A value `v >= t` is `>=` its own bin's value, so `min` would leave that bin unchanged: it is dropped.
-/// Values below `t` are compacted (vpcompressq) into `cand` and applied. Bin values only fall, so `t` stays a
-/// valid bound through the chunk. On long documents most values fail the filter (after m values per bin,
-/// about one in m beats the bin's minimum), which removes most of the scattered, load-store-dependent updates.
-///
-/// # Safety
-/// The CPU must support AVX-512 F/DQ/BW/VL and POPCNT, and every packed bin must be `< bins.len()` (as for
-/// [`min_update`]).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt")]
-pub(super) unsafe fn filtered_min_update_avx512(
-    packed: &[u64],
-    bins: &mut [u32],
-    cand: &mut [u64; CHUNK],
-) {
-    use std::arch::x86_64::{
-        __m512i, _mm512_and_si512, _mm512_cmplt_epu64_mask, _mm512_loadu_si512,
-        _mm512_maskz_compress_epi64, _mm512_set1_epi64, _mm512_storeu_si512,
-    };
-    assert!(packed.len() <= CHUNK, "at most one chunk at a time");
-    let t = max_avx512(bins);
-    let tv = _mm512_set1_epi64(t as i64);
-    let low = _mm512_set1_epi64(u32::MAX as i64);
-    let mut n = 0usize;
-    let mut lanes = packed.chunks_exact(8);
-    for v8 in &mut lanes {
-        // SAFETY: `v8` holds 8 u64 (unaligned load allowed). The store writes the 8 lanes of `c` at
-        // `cand[n..n + 8]`: n <= 8 * (vectors done so far) <= packed.len() - 8 <= CHUNK - 8, so in bounds; the
-        // lanes past the popcount(m) kept values are overwritten by later stores or lie past the final n.
-        unsafe {
-            let v = _mm512_loadu_si512(v8.as_ptr() as *const __m512i);
-            let m = _mm512_cmplt_epu64_mask(_mm512_and_si512(v, low), tv);
-            let c = _mm512_maskz_compress_epi64(m, v);
-            _mm512_storeu_si512(cand.as_mut_ptr().add(n) as *mut __m512i, c);
-            n += m.count_ones() as usize;
-        }
-    }
-    for &bv in lanes.remainder() {
-        cand[n] = bv;
-        n += ((bv as u32) < t) as usize;
-    }
-    // SAFETY: `cand[..n]` holds values of `packed`, whose bins are < bins.len() by the caller's contract.
-    unsafe { min_update(&cand[..n], bins) };
-}
-
-/// Whether the AVX-512 filtered update may run: `wide` is only set after checking AVX-512 F/DQ/BW/VL; every
-/// AVX-512 CPU has POPCNT and BMI2, checked anyway (the detection is cached, so these are loads and tests).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-pub(super) fn filter_ok(wide: bool) -> bool {
-    wide && std::arch::is_x86_feature_detected!("popcnt")
-        && std::arch::is_x86_feature_detected!("bmi2")
-}
-
-/// `mix64` on 8 lanes (the same arithmetic as [`mix64`], so the same bits).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(super) fn mix64_x8(z: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512i {
-    use std::arch::x86_64::*;
-    // SAFETY: only inlined into functions compiled for AVX-512 F/DQ.
-    unsafe {
-        let mut z = _mm512_mullo_epi64(
-            _mm512_xor_si512(z, _mm512_srli_epi64::<30>(z)),
-            _mm512_set1_epi64(0xbf58_476d_1ce4_e5b9_u64 as i64),
-        );
-        z = _mm512_mullo_epi64(
-            _mm512_xor_si512(z, _mm512_srli_epi64::<27>(z)),
-            _mm512_set1_epi64(0x94d0_49bb_1331_11eb_u64 as i64),
-        );
-        _mm512_xor_si512(z, _mm512_srli_epi64::<31>(z))
     }
 }
 
@@ -264,11 +157,12 @@ struct GroupBounds {
 impl GroupBounds {
     const GROUPS: usize = 64;
 
-    #[inline(always)]
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
     fn of(bins: &[u32]) -> Self {
         use std::arch::x86_64::*;
         let k = bins.len();
-        // SAFETY (the intrinsics): only inlined into AVX-512F code.
+        // SAFETY (the unaligned loads): every load below reads 16 u32 inside `bins`, as its comment says.
         unsafe {
             if k == 128 {
                 // Group g is bins 2g and 2g + 1: a pairwise max puts it in both lanes of the pair, then one
@@ -345,11 +239,12 @@ impl GroupBounds {
     }
 
     /// The tables from 64 thresholds in memory.
-    #[inline(always)]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
     fn load(t: &[u32; 64]) -> Self {
         use std::arch::x86_64::*;
         let p = t.as_ptr();
-        // SAFETY: `t` is 64 readable u32; only inlined into AVX-512F code.
+        // SAFETY: `t` is 64 readable u32.
         unsafe {
             GroupBounds {
                 t: [
@@ -364,30 +259,28 @@ impl GroupBounds {
 
     /// Caps the value of each lane of `h` (`lo32 = min(lo32, EMPTY - 1)`, so the scalar update need not) and
     /// returns the capped lanes with the mask of those that may lower their bin: capped value < threshold.
-    #[inline(always)]
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
     fn pass(
         &self,
         h: std::arch::x86_64::__m512i,
     ) -> (std::arch::x86_64::__m512i, std::arch::x86_64::__mmask8) {
         use std::arch::x86_64::*;
-        // SAFETY: only inlined into AVX-512 F/DQ code.
-        unsafe {
-            // The group, in the low dword of each lane (the high dword indexes entry 0: masked off below).
-            let g = _mm512_srli_epi64::<58>(h);
-            let lo = _mm512_permutex2var_epi32(self.t[0], g, self.t[1]);
-            let hi = _mm512_permutex2var_epi32(self.t[2], g, self.t[3]);
-            // Bit 5 of the group is the top bit of h.
-            let bound = _mm512_mask_blend_epi64(_mm512_movepi64_mask(h), lo, hi);
-            let low = _mm512_set1_epi64(u32::MAX as i64);
-            // Unsigned 32-bit min against (EMPTY - 1, 0) per lane: the capped value, zero-extended.
-            let value = _mm512_min_epu32(h, _mm512_set1_epi64((EMPTY - 1) as i64));
-            // The capped value below, h's bin bits above.
-            let capped = _mm512_mask_blend_epi32(0x5555, h, value);
-            (
-                capped,
-                _mm512_cmplt_epu64_mask(value, _mm512_and_si512(bound, low)),
-            )
-        }
+        // The group, in the low dword of each lane (the high dword indexes entry 0: masked off below).
+        let g = _mm512_srli_epi64::<58>(h);
+        let lo = _mm512_permutex2var_epi32(self.t[0], g, self.t[1]);
+        let hi = _mm512_permutex2var_epi32(self.t[2], g, self.t[3]);
+        // Bit 5 of the group is the top bit of h.
+        let bound = _mm512_mask_blend_epi64(_mm512_movepi64_mask(h), lo, hi);
+        let low = _mm512_set1_epi64(u32::MAX as i64);
+        // Unsigned 32-bit min against (EMPTY - 1, 0) per lane: the capped value, zero-extended.
+        let value = _mm512_min_epu32(h, _mm512_set1_epi64((EMPTY - 1) as i64));
+        // The capped value below, h's bin bits above.
+        let capped = _mm512_mask_blend_epi32(0x5555, h, value);
+        (
+            capped,
+            _mm512_cmplt_epu64_mask(value, _mm512_and_si512(bound, low)),
+        )
     }
 }
 
@@ -426,7 +319,8 @@ struct Windows {
 impl Source for Windows {
     #[inline(always)]
     unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i {
-        // SAFETY: the caller made 16 bytes readable at 8t for every vector t it asks for.
+        // SAFETY: the caller made 16 bytes readable at 8t for every vector t it asks for, and runs on a CPU with
+        // AVX-512 F/BW (this trait's contract).
         unsafe { self.x8.ids(self.p.add(8 * t)) }
     }
 }
@@ -461,8 +355,7 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
         }
         let binner = Binner::new(bins.len());
         let seed_v = _mm512_set1_epi64(seed as i64);
-        let c1 = _mm512_set1_epi64(0xbf58_476d_1ce4_e5b9_u64 as i64);
-        let c2 = _mm512_set1_epi64(0x94d0_49bb_1331_11eb_u64 as i64);
+        let (c1, c2) = crate::arch::x86::mix64_constants();
         let mut cand = [[0u64; PIPE_CHUNK]; 2];
         let mut pending = 0usize;
         let mut turn = 0usize;
@@ -552,14 +445,11 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
 }
 
 /// The AVX-512 raw sketch from ids: [`pipeline`] over the full vectors, `mix64` one by one for the rest.
-///
-/// # Safety
-/// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT and BMI2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt,bmi2")]
-unsafe fn sign_raw_avx512(ids: &[u64], seed: u64, bins: &mut [u32]) {
+fn sign_raw_avx512(_: Avx512, ids: &[u64], seed: u64, bins: &mut [u32]) {
     let vectors = ids.len() / 8;
-    // SAFETY: vector t < ids.len() / 8 is 8 ids in bounds; CPU features by contract.
+    // SAFETY: vector t < ids.len() / 8 is 8 ids in bounds; the CPU features are this function's.
     unsafe { pipeline(&Ids(ids), vectors, seed, bins) };
     let binner = Binner::new(bins.len());
     for &id in &ids[8 * vectors..] {
@@ -567,25 +457,17 @@ unsafe fn sign_raw_avx512(ids: &[u64], seed: u64, bins: &mut [u32]) {
     }
 }
 
-/// The AVX-512 raw-sketch update for a run of `k`-byte windows (`bytes[i..i + k]`, `i < count`, `k <= 8`, ids as
-/// in [`WindowSink::run`]): [`pipeline`] over the vectors whose 16-byte loads stay inside `bytes`, then the last
-/// few windows (at most 15) from a zero-padded copy, through the same vector hash.
-///
-/// # Safety
-/// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT and BMI2; `1 <= k <= 8` and `count + k - 1 <= bytes.len()`.
+/// The AVX-512 raw-sketch update for a run of short windows (ids as [`ShortRun::id`] defines them):
+/// [`pipeline`] over the vectors whose 16-byte loads stay inside the run's bytes, then the last few windows (at
+/// most 15) from a zero-padded copy, through the same vector hash.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt,bmi2")]
-unsafe fn sign_raw_run_avx512(
-    bytes: &[u8],
-    k: usize,
-    short_key: u64,
-    count: usize,
-    seed: u64,
-    bins: &mut [u32],
-) {
+fn sign_raw_run_avx512(token: Avx512, run: &ShortRun<'_>, seed: u64, bins: &mut [u32]) {
     use std::arch::x86_64::*;
+    let (bytes, k, count) = (run.bytes(), run.k(), run.count());
+    // A ShortRun guarantees these (checked when it was made); the memory safety below rests on them.
     assert!((1..=8).contains(&k) && count + k <= bytes.len() + 1);
-    let x8 = WindowsX8::new(k, short_key);
+    let x8 = run.x8(token);
     // Vector t reads bytes 8t..8t + 16 and covers windows 8t..8t + 8.
     let by_bytes = if bytes.len() >= 16 {
         (bytes.len() - 16) / 8 + 1
@@ -597,7 +479,7 @@ unsafe fn sign_raw_run_avx512(
         p: bytes.as_ptr(),
         x8,
     };
-    // SAFETY: for t < vectors, 8t + 16 <= bytes.len(); CPU features by contract.
+    // SAFETY: for t < vectors, 8t + 16 <= bytes.len(); the CPU features are this function's.
     unsafe { pipeline(&src, vectors, seed, bins) };
     // The rest: fewer than 8 windows (count bound), or fewer than 16 (byte bound: 8 * vectors > len - 16, so
     // count - 8 * vectors <= len - k + 1 - 8 * vectors < 17 - k). Their bytes, at most 15 + 7 = 22, fit the
@@ -616,7 +498,10 @@ unsafe fn sign_raw_run_avx512(
     for v in 0..rest.div_ceil(8) {
         // SAFETY: 8v + 16 <= 32 for v <= 1. Zero bytes past `avail` only reach lanes past `rest`: window j of
         // the copy uses bytes j..j + k <= rest + k - 1 <= avail.
-        let h = mix64_x8(unsafe { _mm512_xor_si512(x8.ids(buf.as_ptr().add(8 * v)), seed_v) });
+        let h = mix64_x8(_mm512_xor_si512(
+            unsafe { x8.ids(buf.as_ptr().add(8 * v)) },
+            seed_v,
+        ));
         let mut lanes = [0u64; 8];
         // SAFETY: `lanes` is 64 writable bytes.
         unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), h) };
@@ -627,9 +512,10 @@ unsafe fn sign_raw_run_avx512(
 }
 
 /// The [`WindowSink`] of [`Oph::sign_text`]: runs go to [`sign_raw_run_avx512`], single ids to `mix64` and the
-/// scalar update. Only built after [`filter_ok`] said the AVX-512 code may run.
+/// scalar update. Holds the AVX-512 token that proves the vector code may run.
 #[cfg(target_arch = "x86_64")]
 struct RawSketchSink<'a> {
+    token: Avx512,
     bins: &'a mut [u32],
     binner: Binner,
     seed: u64,
@@ -639,15 +525,16 @@ struct RawSketchSink<'a> {
 
 #[cfg(target_arch = "x86_64")]
 impl WindowSink for RawSketchSink<'_> {
-    fn run(&mut self, bytes: &[u8], k: usize, short_key: u64, count: usize) {
-        self.any |= count > 0;
-        // SAFETY: this sink exists only once `filter_ok` confirmed AVX-512 F/DQ/BW/VL, POPCNT and BMI2; `run`'s
-        // contract gives 1 <= k <= 8 and count + k - 1 <= bytes.len() (checked again inside).
-        unsafe { sign_raw_run_avx512(bytes, k, short_key, count, self.seed, self.bins) };
+    fn run(&mut self, run: &ShortRun<'_>) {
+        self.any |= run.count() > 0;
+        // SAFETY: the token proves AVX-512 F/DQ/BW/VL, POPCNT and BMI2.
+        unsafe { sign_raw_run_avx512(self.token, run, self.seed, self.bins) };
     }
-    fn id(&mut self, id: u64) {
-        self.any = true;
-        self.binner.update(self.bins, mix64(id ^ self.seed));
+    fn ids(&mut self, ids: &[u64]) {
+        self.any |= !ids.is_empty();
+        for &id in ids {
+            self.binner.update(self.bins, mix64(id ^ self.seed));
+        }
     }
 }
 
@@ -666,8 +553,8 @@ pub struct Oph {
     mix_seed: u64,
     /// Seed of the optimal-densification probe hash.
     probe_seed: u64,
-    /// Whether the id-mixing loop runs its AVX-512 build (same output either way).
-    wide: bool,
+    /// The instruction set of the id-mixing loops (same output on every one).
+    dispatch: Dispatch,
 }
 
 impl Oph {
@@ -680,17 +567,22 @@ impl Oph {
             densify,
             mix_seed: rng.next_u64(),
             probe_seed: rng.next_u64(),
-            wide: super::wide_vectors(),
+            dispatch: Dispatch::detect(),
         }
     }
 
-    /// Forces the instruction set of the id-mixing loop: AVX-512 (if this CPU has it) or plain code for any
-    /// other choice; `None` keeps [`Isa::detect`]'s choice.
-    pub fn with_isa(mut self, isa: Option<Isa>) -> Oph {
-        if let Some(isa) = isa {
-            self.wide = isa == Isa::Avx512 && isa.supported();
-        }
+    /// The same kernel on a checked instruction set: AVX-512 runs the vector loops, any other choice the plain
+    /// code.
+    pub fn with_dispatch(mut self, dispatch: Dispatch) -> Oph {
+        self.dispatch = dispatch;
         self
+    }
+
+    /// [`Oph::with_dispatch`] for `isa` (`None`: [`Dispatch::detect`]); an instruction set this CPU lacks falls
+    /// back to the plain code (the registry's builder refuses it before this).
+    pub fn with_isa(self, isa: Option<Isa>) -> Oph {
+        let dispatch = Dispatch::of(isa).unwrap_or_else(|_| Dispatch::scalar());
+        self.with_dispatch(dispatch)
     }
 
     /// Writes the raw (undensified) sketch: each bin's minimum value, or [`EMPTY`].
@@ -698,9 +590,9 @@ impl Oph {
         assert_eq!(bins.len(), self.num_perm, "output length must be num_perm");
         bins.fill(EMPTY);
         #[cfg(target_arch = "x86_64")]
-        if filter_ok(self.wide) {
-            // SAFETY: `filter_ok` checked AVX-512 F/DQ/BW/VL (when `wide` was set), POPCNT and BMI2.
-            unsafe { sign_raw_avx512(ids, self.mix_seed, bins) };
+        if let Some(token) = self.dispatch.avx512() {
+            // SAFETY: the token proves AVX-512 F/DQ/BW/VL, POPCNT and BMI2.
+            unsafe { sign_raw_avx512(token, ids, self.mix_seed, bins) };
             return;
         }
         // Mix a chunk of ids into (bin, value) pairs (a loop the compiler vectorises), then take the minima.
@@ -737,7 +629,7 @@ impl Oph {
     /// The probe target of empty bin `j` at attempt `t` (optimal densification).
     #[inline]
     fn probe(&self, j: usize, t: u64) -> usize {
-        let h = mix64(self.probe_seed ^ ((j as u64) << 32 | t).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let h = mix64(self.probe_seed ^ ((j as u64) << 32 | t).wrapping_mul(GOLDEN));
         (((h >> 32) * self.num_perm as u64) >> 32) as usize
     }
 
@@ -795,26 +687,31 @@ impl Kernel for Oph {
         self.num_perm
     }
     fn isa(&self) -> Isa {
-        if self.wide { Isa::Avx512 } else { Isa::Scalar }
+        if self.dispatch.avx512().is_some() {
+            Isa::Avx512
+        } else {
+            Isa::Scalar
+        }
     }
     fn sign_text(
         &self,
-        shingler: &Shingler,
+        windows: &dyn WindowSource,
         text: &str,
         ids: &mut Vec<u64>,
         out: &mut [u32],
     ) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if filter_ok(self.wide) {
+        if let Some(token) = self.dispatch.avx512() {
             assert_eq!(out.len(), self.num_perm, "output length must be num_perm");
             out.fill(EMPTY);
             let mut sink = RawSketchSink {
+                token,
                 binner: Binner::new(out.len()),
                 bins: out,
                 seed: self.mix_seed,
                 any: false,
             };
-            if shingler.stream_windows(text, &mut sink) {
+            if windows.stream_windows(text, &mut sink) {
                 let any = sink.any;
                 if any {
                     self.densify(out);
@@ -824,7 +721,7 @@ impl Kernel for Oph {
                 return !any;
             }
         }
-        super::sign_via_ids(self, shingler, text, ids, out)
+        super::sign_via_ids(self, windows, text, ids, out)
     }
     fn sign(&self, ids: &[u64], out: &mut [u32]) {
         self.sign_raw(ids, out);
@@ -842,9 +739,7 @@ mod tests {
 
     #[test]
     fn avx512_and_plain_raw_sketches_agree() {
-        let ids: Vec<u64> = (0..3000u64)
-            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i)
-            .collect();
+        let ids: Vec<u64> = (0..3000u64).map(|i| i.wrapping_mul(GOLDEN) ^ i).collect();
         for k in [1usize, 7, 100, 128, 1000] {
             let mut plain_bv = vec![0u64; ids.len()];
             bin_values_plain(&ids, 5, k as u64, &mut plain_bv);

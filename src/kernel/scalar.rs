@@ -4,15 +4,17 @@
 //! loop is the straightforward one (for each key, update all k slots); it is not hand-vectorised.
 
 use super::family::Family;
-use super::{Isa, Kernel, KernelParams, KernelSpec};
+use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 
 pub const SPEC: KernelSpec = KernelSpec {
     name: "scalar",
     about: "classic MinHash, k multiply-add-shift functions (the reference)",
+    family: SketchFamily::Classic,
+    same_output_as: None,
     build,
 };
 
-fn build(p: &KernelParams) -> anyhow::Result<Box<dyn Kernel>> {
+fn build(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
     Ok(Box::new(ScalarMinHash::new(p.num_perm, p.seed)))
 }
 

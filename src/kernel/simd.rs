@@ -15,7 +15,8 @@
 //! halves, and only those are read out.
 
 use super::family::Family;
-use super::{Isa, Kernel, KernelParams, KernelSpec};
+use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
+use crate::arch::Dispatch;
 use std::cell::RefCell;
 
 #[cfg(target_arch = "x86_64")]
@@ -27,12 +28,17 @@ mod portable;
 pub const SPEC: KernelSpec = KernelSpec {
     name: "simd",
     about: "the scalar family vectorised across the k functions (AVX-512 / AVX2 / portable)",
+    family: SketchFamily::Classic,
+    same_output_as: Some("scalar"),
     build,
 };
 
-fn build(p: &KernelParams) -> anyhow::Result<Box<dyn Kernel>> {
-    let isa = p.isa.unwrap_or_else(Isa::detect);
-    Ok(Box::new(SimdMinHash::new(p.num_perm, p.seed, isa)?))
+fn build(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
+    Ok(Box::new(SimdMinHash::new(
+        p.num_perm,
+        p.seed,
+        p.dispatch()?,
+    )))
 }
 
 /// The widest vector has 8 u64 lanes; parameters are padded to a multiple of it.
@@ -128,24 +134,54 @@ unsafe fn block<V: Lanes, const U: usize>(p: &Params, first: usize, keys: &[u64]
     }
 }
 
-/// A vector loop for one instruction set: `(params, keys, out)`.
-type SignFn = fn(&Params, &[u64], &mut [u32]);
+/// The vector loop of one instruction set; the vector ones hold the token that proves the CPU runs them.
+#[derive(Clone, Copy, Debug)]
+enum Loop {
+    Scalar,
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2(crate::arch::Avx2),
+    #[cfg(target_arch = "x86_64")]
+    Avx512(crate::arch::Avx512),
+}
 
-/// The vector loop for `isa`, or `None` when this CPU (or this build's target) cannot run it. The only way to
-/// obtain a `SignFn` that uses `#[target_feature]` code, so holding one proves the CPU was checked.
-fn select(isa: Isa) -> Option<SignFn> {
-    if !isa.supported() {
-        return None;
+impl Loop {
+    /// The loop of a checked instruction set.
+    fn of(dispatch: Dispatch) -> Loop {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = dispatch.avx512() {
+            return Loop::Avx512(token);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = dispatch.avx2() {
+            return Loop::Avx2(token);
+        }
+        match dispatch.isa() {
+            Isa::Scalar => Loop::Scalar,
+            _ => Loop::Portable,
+        }
     }
-    match isa {
-        Isa::Scalar => Some(scalar_loop),
-        Isa::Portable => Some(portable::sign),
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => Some(avx2::sign),
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => Some(avx512::sign),
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => None,
+
+    fn isa(self) -> Isa {
+        match self {
+            Loop::Scalar => Isa::Scalar,
+            Loop::Portable => Isa::Portable,
+            #[cfg(target_arch = "x86_64")]
+            Loop::Avx2(_) => Isa::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Loop::Avx512(_) => Isa::Avx512,
+        }
+    }
+
+    fn sign(self, p: &Params, keys: &[u64], out: &mut [u32]) {
+        match self {
+            Loop::Scalar => scalar_loop(p, keys, out),
+            Loop::Portable => portable::sign(p, keys, out),
+            #[cfg(target_arch = "x86_64")]
+            Loop::Avx2(token) => avx2::sign(token, p, keys, out),
+            #[cfg(target_arch = "x86_64")]
+            Loop::Avx512(token) => avx512::sign(token, p, keys, out),
+        }
     }
 }
 
@@ -176,7 +212,8 @@ thread_local! {
 /// [`Family::key`], so the same keys).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
-fn all_keys_avx512(family: &Family, ids: &[u64], out: &mut Vec<u32>) {
+fn all_keys_avx512(_: crate::arch::Avx512, family: &Family, ids: &[u64], out: &mut Vec<u32>) {
+    use crate::arch::x86::mix64_x8;
     use std::arch::x86_64::*;
     out.clear();
     out.reserve(ids.len());
@@ -185,7 +222,7 @@ fn all_keys_avx512(family: &Family, ids: &[u64], out: &mut Vec<u32>) {
     for v8 in &mut v8s {
         // SAFETY: `v8` is 8 readable u64.
         let z = _mm512_xor_si512(unsafe { _mm512_loadu_si512(v8.as_ptr().cast()) }, seed);
-        let key = _mm512_cvtepi64_epi32(_mm512_srli_epi64::<32>(super::oph::mix64_x8(z)));
+        let key = _mm512_cvtepi64_epi32(_mm512_srli_epi64::<32>(mix64_x8(z)));
         let mut lanes = [0u32; 8];
         // SAFETY: `lanes` is 32 writable bytes.
         unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), key) };
@@ -194,12 +231,12 @@ fn all_keys_avx512(family: &Family, ids: &[u64], out: &mut Vec<u32>) {
     out.extend(v8s.remainder().iter().map(|&id| family.key(id)));
 }
 
-/// Computes the keys of `ids` into `keys`, each distinct key once (order of first occurrence). `wide`: compute
-/// the keys with AVX-512 first (the caller checked the CPU).
+/// Computes the keys of `ids` into `keys`, each distinct key once (order of first occurrence), with AVX-512
+/// when `dispatch` chose it.
 fn distinct_keys(
     family: &Family,
     ids: &[u64],
-    wide: bool,
+    dispatch: Dispatch,
     keys: &mut Vec<u64>,
     table: &mut Vec<u32>,
     all: &mut Vec<u32>,
@@ -211,10 +248,12 @@ fn distinct_keys(
     }
     all.clear();
     #[cfg(target_arch = "x86_64")]
-    if wide {
-        // SAFETY: `wide` is only set when AVX-512 F/DQ/BW/VL was checked (`SimdMinHash::new`).
-        unsafe { all_keys_avx512(family, ids, all) };
+    if let Some(token) = dispatch.avx512() {
+        // SAFETY: the token proves AVX-512 F/DQ/BW/VL.
+        unsafe { all_keys_avx512(token, family, ids, all) };
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = dispatch;
     if all.len() != ids.len() {
         all.clear();
         all.extend(ids.iter().map(|&id| family.key(id)));
@@ -258,15 +297,13 @@ fn distinct_keys(
 pub struct SimdMinHash {
     family: Family,
     params: Params,
-    isa: Isa,
-    sign_fn: SignFn,
+    dispatch: Dispatch,
+    sign_loop: Loop,
 }
 
 impl SimdMinHash {
-    /// Fails when `isa` is not supported by this CPU.
-    pub fn new(num_perm: usize, seed: u64, isa: Isa) -> anyhow::Result<Self> {
-        let sign_fn = select(isa)
-            .ok_or_else(|| anyhow::anyhow!("instruction set {isa} is not supported by this CPU"))?;
+    /// The kernel on a checked instruction set.
+    pub fn new(num_perm: usize, seed: u64, dispatch: Dispatch) -> Self {
         let family = Family::new(num_perm, seed);
         let padded = num_perm.div_ceil(PAD) * PAD;
         // Padding lanes compute a*x + b = u64::MAX and are never read out.
@@ -275,12 +312,12 @@ impl SimdMinHash {
         a.resize(padded, 0);
         b.resize(padded, u64::MAX);
         let a_hi = a.iter().map(|a| a >> 32).collect();
-        Ok(SimdMinHash {
+        SimdMinHash {
             family,
             params: Params { a, a_hi, b },
-            isa,
-            sign_fn,
-        })
+            dispatch,
+            sign_loop: Loop::of(dispatch),
+        }
     }
 }
 
@@ -292,14 +329,13 @@ impl Kernel for SimdMinHash {
         self.family.a.len()
     }
     fn isa(&self) -> Isa {
-        self.isa
+        self.sign_loop.isa()
     }
     fn sign(&self, ids: &[u64], out: &mut [u32]) {
         assert_eq!(out.len(), self.num_perm(), "output length must be num_perm");
         SCRATCH.with_borrow_mut(|(keys, table, all)| {
-            let wide = self.isa == Isa::Avx512;
-            distinct_keys(&self.family, ids, wide, keys, table, all);
-            (self.sign_fn)(&self.params, keys, out);
+            distinct_keys(&self.family, ids, self.dispatch, keys, table, all);
+            self.sign_loop.sign(&self.params, keys, out);
         });
     }
 }

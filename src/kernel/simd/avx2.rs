@@ -53,7 +53,7 @@ fn sign_avx2(p: &Params, keys: &[u64], out: &mut [u32]) {
     unsafe { super::sign_generic::<Avx2, 4>(p, keys, out) }
 }
 
-pub(super) fn sign(p: &Params, keys: &[u64], out: &mut [u32]) {
-    // SAFETY: `select` hands out this function only after `Isa::Avx2.supported()` confirmed AVX2.
+pub(super) fn sign(_: crate::arch::Avx2, p: &Params, keys: &[u64], out: &mut [u32]) {
+    // SAFETY: the token proves avx2.
     unsafe { sign_avx2(p, keys, out) }
 }

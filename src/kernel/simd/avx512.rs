@@ -44,7 +44,7 @@ fn sign_avx512(p: &Params, keys: &[u64], out: &mut [u32]) {
     unsafe { super::sign_generic::<Avx512, 4>(p, keys, out) }
 }
 
-pub(super) fn sign(p: &Params, keys: &[u64], out: &mut [u32]) {
-    // SAFETY: `select` hands out this function only after `Isa::Avx512.supported()` confirmed F/DQ/BW/VL.
+pub(super) fn sign(_: crate::arch::Avx512, p: &Params, keys: &[u64], out: &mut [u32]) {
+    // SAFETY: the token proves AVX-512 F/DQ/BW/VL.
     unsafe { sign_avx512(p, keys, out) }
 }

@@ -1,6 +1,9 @@
-//! The command-line interface. Each subcommand parses its flags here and calls into the library.
-//!
-//! OWNER: lead.
+//! The command-line interface: the only layer that parses flags, prints, draws progress bars and builds
+//! thread pools for a command. Each subcommand's flags and printing live in a file of their own; the library
+//! calls take plain option structs and return values and reports.
+
+pub mod args;
+pub mod term;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -71,11 +74,12 @@ fn info() -> anyhow::Result<()> {
             seed: 42,
             isa: None,
         };
-        match (spec.build)(&params) {
+        match kernel::build_spec(spec, &params) {
             Ok(k) => println!(
-                "  {:<10} runs on {:<8} {}",
+                "  {:<10} runs on {:<8} [{}] {}",
                 spec.name,
                 k.isa().name(),
+                spec.family.name(),
                 spec.about
             ),
             Err(e) => println!("  {:<10} unavailable: {e}", spec.name),

@@ -1,0 +1,261 @@
+//! Instruction sets: what this CPU runs, the one dispatch decision every component takes, and the proof
+//! tokens that make calling vector code sound.
+//!
+//! [`Dispatch`] is the choice: an instruction set that was checked against this CPU when the value was made
+//! ([`Dispatch::detect`], or [`Dispatch::new`] for a forced one). Shinglers and kernels each hold one, so one
+//! `--isa` (or `LSHBENCH_ISA`) governs both. From a `Dispatch` come the tokens [`Avx512`] and [`Avx2`]: a token
+//! exists only when its instruction set runs here, so a safe function that takes one may call
+//! `#[target_feature]` code on the strength of it. Code for an instruction set is either an `unsafe fn` or a
+//! safe `#[target_feature]` function, and is reached only through such a token.
+
+use std::fmt;
+
+/// An instruction set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Isa {
+    /// Plain scalar Rust, no explicit SIMD.
+    Scalar,
+    /// `wide`'s portable vectors (whatever the compile target gives them).
+    Portable,
+    /// AVX2 (256-bit integer vectors).
+    Avx2,
+    /// AVX-512 F/DQ/BW/VL, with POPCNT and BMI2 (which every AVX-512 CPU has).
+    Avx512,
+}
+
+impl Isa {
+    /// Every instruction set, narrowest first.
+    pub const ALL: [Isa; 4] = [Isa::Scalar, Isa::Portable, Isa::Avx2, Isa::Avx512];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Portable => "portable",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// Parses `scalar`, `portable`, `avx2`, `avx512`.
+    pub fn parse(s: &str) -> Option<Isa> {
+        Isa::ALL.into_iter().find(|isa| isa.name() == s)
+    }
+
+    /// Whether this CPU can run code for this instruction set.
+    pub fn supported(self) -> bool {
+        match self {
+            Isa::Scalar | Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512dq")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                    && std::arch::is_x86_feature_detected!("popcnt")
+                    && std::arch::is_x86_feature_detected!("bmi2")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The widest instruction set this CPU supports, capped by the `LSHBENCH_ISA` environment variable when
+    /// set (so CI can force each fallback path on one machine).
+    pub fn detect() -> Isa {
+        let best = [Isa::Avx512, Isa::Avx2, Isa::Portable]
+            .into_iter()
+            .find(|isa| isa.supported())
+            .unwrap_or(Isa::Portable);
+        match std::env::var("LSHBENCH_ISA")
+            .ok()
+            .as_deref()
+            .and_then(Isa::parse)
+        {
+            Some(cap) if cap < best => cap,
+            _ => best,
+        }
+    }
+}
+
+impl fmt::Display for Isa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An instruction set this CPU does not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("instruction set {0} is not supported by this CPU")]
+pub struct Unsupported(pub Isa);
+
+/// The instruction set a component runs on, checked against this CPU when made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Dispatch {
+    isa: Isa,
+}
+
+impl Dispatch {
+    /// [`Isa::detect`]'s choice: the widest supported, capped by `LSHBENCH_ISA`. Decided once per process.
+    pub fn detect() -> Dispatch {
+        static DETECTED: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+        Dispatch {
+            isa: *DETECTED.get_or_init(Isa::detect),
+        }
+    }
+
+    /// `isa`, if this CPU runs it.
+    pub fn new(isa: Isa) -> Result<Dispatch, Unsupported> {
+        if isa.supported() {
+            Ok(Dispatch { isa })
+        } else {
+            Err(Unsupported(isa))
+        }
+    }
+
+    /// `isa` when given, else [`Dispatch::detect`].
+    pub fn of(isa: Option<Isa>) -> Result<Dispatch, Unsupported> {
+        isa.map_or_else(|| Ok(Dispatch::detect()), Dispatch::new)
+    }
+
+    /// Scalar code: runs everywhere.
+    pub fn scalar() -> Dispatch {
+        Dispatch { isa: Isa::Scalar }
+    }
+
+    pub fn isa(self) -> Isa {
+        self.isa
+    }
+
+    /// The AVX-512 token, when this dispatch chose AVX-512 (which was checked when it was made).
+    #[inline]
+    pub fn avx512(self) -> Option<Avx512> {
+        (self.isa == Isa::Avx512).then_some(Avx512 { _checked: () })
+    }
+
+    /// The AVX2 token, when this dispatch chose AVX2.
+    #[inline]
+    pub fn avx2(self) -> Option<Avx2> {
+        (self.isa == Isa::Avx2).then_some(Avx2 { _checked: () })
+    }
+}
+
+/// Proof that this CPU runs AVX-512 F/DQ/BW/VL, POPCNT and BMI2: only [`Dispatch::avx512`] and
+/// [`Avx512::detect`] make one, after the check.
+#[derive(Clone, Copy, Debug)]
+pub struct Avx512 {
+    _checked: (),
+}
+
+impl Avx512 {
+    /// The token, if this CPU runs AVX-512 (ignores `LSHBENCH_ISA`: for tests that compare paths).
+    pub fn detect() -> Option<Avx512> {
+        Isa::Avx512.supported().then_some(Avx512 { _checked: () })
+    }
+}
+
+/// Proof that this CPU runs AVX2: only [`Dispatch::avx2`] and [`Avx2::detect`] make one.
+#[derive(Clone, Copy, Debug)]
+pub struct Avx2 {
+    _checked: (),
+}
+
+impl Avx2 {
+    /// The token, if this CPU runs AVX2 (ignores `LSHBENCH_ISA`).
+    pub fn detect() -> Option<Avx2> {
+        Isa::Avx2.supported().then_some(Avx2 { _checked: () })
+    }
+}
+
+/// x86-64 vector primitives shared by several layers. Each is a safe `#[target_feature]` function: callable
+/// without `unsafe` only from code compiled for the same features (itself reached through a token).
+#[cfg(target_arch = "x86_64")]
+pub mod x86 {
+    use crate::hash::{MIX_C1, MIX_C2};
+    use std::arch::x86_64::*;
+
+    /// [`crate::hash::mix64`] on 8 lanes: the same arithmetic, so the same bits.
+    ///
+    /// # Safety
+    /// Safe to call from code compiled for AVX-512 F/DQ; anywhere else the caller must hold an
+    /// [`super::Avx512`] token (the CPU runs these instructions).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub fn mix64_x8(z: __m512i) -> __m512i {
+        let z = _mm512_mullo_epi64(
+            _mm512_xor_si512(z, _mm512_srli_epi64::<30>(z)),
+            _mm512_set1_epi64(MIX_C1 as i64),
+        );
+        let z = _mm512_mullo_epi64(
+            _mm512_xor_si512(z, _mm512_srli_epi64::<27>(z)),
+            _mm512_set1_epi64(MIX_C2 as i64),
+        );
+        _mm512_xor_si512(z, _mm512_srli_epi64::<31>(z))
+    }
+
+    /// The vector constants of [`mix64_x8`]'s two multiplies, for loops that software-pipeline it.
+    ///
+    /// # Safety
+    /// As [`mix64_x8`], for AVX-512F.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub fn mix64_constants() -> (__m512i, __m512i) {
+        (
+            _mm512_set1_epi64(MIX_C1 as i64),
+            _mm512_set1_epi64(MIX_C2 as i64),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatch_only_makes_tokens_for_checked_sets() {
+        for isa in Isa::ALL {
+            match Dispatch::new(isa) {
+                Ok(d) => {
+                    assert!(isa.supported());
+                    assert_eq!(d.avx512().is_some(), isa == Isa::Avx512);
+                    assert_eq!(d.avx2().is_some(), isa == Isa::Avx2);
+                }
+                Err(Unsupported(i)) => assert!(!i.supported()),
+            }
+        }
+        assert!(Dispatch::scalar().avx512().is_none());
+    }
+
+    #[test]
+    fn isa_names_round_trip() {
+        for isa in Isa::ALL {
+            assert_eq!(Isa::parse(isa.name()), Some(isa));
+        }
+        assert_eq!(Isa::parse("neon"), None);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn mix64_x8_is_mix64_on_every_lane() {
+        use std::arch::x86_64::*;
+        let Some(token) = Avx512::detect() else {
+            return;
+        };
+        #[target_feature(enable = "avx512f,avx512dq")]
+        fn lanes(_: Avx512, x: [u64; 8]) -> [u64; 8] {
+            let mut out = [0u64; 8];
+            // SAFETY: `x` and `out` are 64 bytes each; AVX-512F is enabled on this function.
+            unsafe {
+                let v = _mm512_loadu_si512(x.as_ptr().cast());
+                _mm512_storeu_si512(out.as_mut_ptr().cast(), x86::mix64_x8(v));
+            }
+            out
+        }
+        let x: [u64; 8] =
+            std::array::from_fn(|i| (i as u64).wrapping_mul(crate::hash::GOLDEN) ^ 77);
+        // SAFETY: the token proves AVX-512 F/DQ.
+        let got = unsafe { lanes(token, x) };
+        assert_eq!(got, x.map(crate::hash::mix64));
+    }
+}

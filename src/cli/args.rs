@@ -1,0 +1,89 @@
+//! Flag groups shared by several subcommands, flattened into their `Args` structs.
+
+use crate::kernel::{self, Isa, KernelParams};
+use crate::shingle::{Normalization, ShingleKind, Shingler};
+
+/// The kernel flags shared by `lshbench sketch` and friends.
+#[derive(clap::Args, Clone, Debug)]
+pub struct KernelArgs {
+    #[arg(long, default_value = "simd", help = kernel_help())]
+    pub kernel: String,
+    /// k, the number of 32-bit slots per signature.
+    #[arg(long, default_value_t = 128)]
+    pub num_perm: usize,
+    /// Seed of the kernel's hash functions and of the shingle hash.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Instruction set of shingling and signing: auto picks the widest this CPU supports (capped by the
+    /// LSHBENCH_ISA variable).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "scalar", "portable", "avx2", "avx512"])]
+    pub isa: String,
+}
+
+/// `--kernel`'s help, from the registry: every kernel's name.
+fn kernel_help() -> String {
+    let names = kernel::names();
+    let (last, rest) = names.split_last().expect("the registry is not empty");
+    format!(
+        "Signature kernel: {} or {last} (`lshbench info` lists them)",
+        rest.join(", ")
+    )
+}
+
+impl KernelArgs {
+    /// `None` for `auto`.
+    pub fn isa(&self) -> Option<Isa> {
+        Isa::parse(&self.isa)
+    }
+
+    pub fn params(&self) -> KernelParams {
+        KernelParams {
+            num_perm: self.num_perm,
+            seed: self.seed,
+            isa: self.isa(),
+        }
+    }
+
+    /// Builds the chosen kernel; fails on an unknown name, k = 0 or an unsupported instruction set.
+    pub fn build(&self) -> Result<Box<dyn kernel::Kernel>, kernel::KernelError> {
+        kernel::build(&self.kernel, &self.params())
+    }
+}
+
+/// The shingle flags of `lshbench sketch` and friends. The seed comes from the kernel flags (`--seed`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct ShingleArgs {
+    /// Shingle kind: char:K (Unicode scalar values), byte:K, word:N (whitespace tokens) or stopword:N (a stop
+    /// word and the N tokens after it).
+    #[arg(long, default_value = "char:5")]
+    pub shingle: ShingleKind,
+    /// Lowercase the text before shingling.
+    #[arg(long)]
+    pub lowercase: bool,
+    /// Turn each run of whitespace into one space and trim the ends.
+    #[arg(long)]
+    pub collapse_whitespace: bool,
+    /// Remove every character that is neither alphanumeric nor whitespace (punctuation and symbols).
+    #[arg(long)]
+    pub strip_punctuation: bool,
+}
+
+impl ShingleArgs {
+    pub fn normalization(&self) -> Normalization {
+        Normalization {
+            lowercase: self.lowercase,
+            collapse_whitespace: self.collapse_whitespace,
+            strip_punctuation: self.strip_punctuation,
+        }
+    }
+
+    /// The shingler, its hash seeded with `seed` (the kernel's `--seed`), on the instruction set `isa` (`None`:
+    /// the widest this CPU supports, capped by LSHBENCH_ISA).
+    pub fn shingler(
+        &self,
+        seed: u64,
+        isa: Option<Isa>,
+    ) -> Result<Shingler, crate::arch::Unsupported> {
+        Shingler::new(self.shingle, self.normalization(), seed).with_isa(isa)
+    }
+}
