@@ -8,8 +8,8 @@
 pub mod state;
 
 use crate::cli::args::KernelArgs;
+use crate::cli::args::ReaderArgs;
 use crate::cli::args::ShingleArgs;
-use crate::corpus::ReaderArgs;
 use crate::exact;
 use crate::kernel::Kernel;
 use crate::lsh::cluster::{self, Edge, Group, GroupMode, GroupStats};

@@ -252,7 +252,7 @@ pub fn write_pairs_csv(
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExactArgs {
     #[command(flatten)]
-    pub reader: crate::corpus::ReaderArgs,
+    pub reader: crate::cli::args::ReaderArgs,
     #[command(flatten)]
     pub shingle: crate::cli::args::ShingleArgs,
     /// Seed of the shingle hash (use the same as `dedup --seed` for identical shingle ids).
@@ -271,7 +271,7 @@ pub struct ExactArgs {
 
 /// Reads a corpus and returns its ids and shingle sets (sorted, deduplicated), shingling in parallel batches.
 pub fn read_sets(
-    reader: &crate::corpus::ReaderArgs,
+    reader: &crate::cli::args::ReaderArgs,
     shingler: &crate::shingle::Shingler,
 ) -> anyhow::Result<(Vec<String>, Vec<Vec<u64>>, crate::corpus::ReadStats)> {
     let mut corpus = reader.open()?;

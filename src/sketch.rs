@@ -5,8 +5,8 @@
 //! in its header).
 
 use crate::cli::args::KernelArgs;
+use crate::cli::args::ReaderArgs;
 use crate::cli::args::ShingleArgs;
-use crate::corpus::reader::ReaderArgs;
 use crate::pipeline::{SignedBatch, sketch_corpus};
 use anyhow::{Context, bail};
 use std::fs::File;

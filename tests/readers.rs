@@ -1,7 +1,7 @@
 //! The corpus readers on small files written for each case: every format, gzip, ids, malformed records,
 //! invalid UTF-8, skip-mode counts, directory order, and the shipped SpamAssassin corpus.
 
-use lshbench::corpus::reader::ReaderArgs;
+use lshbench::cli::args::ReaderArgs;
 use lshbench::corpus::{CorpusReader, Document, InputFormat, OnError, ReadError, ReaderOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,9 @@
 //! Flag groups shared by several subcommands, flattened into their `Args` structs.
 
+use crate::corpus::{CorpusReader, InputFormat, OnError, ReadError, ReaderOptions};
 use crate::kernel::{self, Isa, KernelParams};
 use crate::shingle::{Normalization, ShingleKind, Shingler};
+use std::path::PathBuf;
 
 /// The kernel flags shared by `lshbench sketch` and friends.
 #[derive(clap::Args, Clone, Debug)]
@@ -85,5 +87,54 @@ impl ShingleArgs {
         isa: Option<Isa>,
     ) -> Result<Shingler, crate::arch::Unsupported> {
         Shingler::new(self.shingle, self.normalization(), seed).with_isa(isa)
+    }
+}
+
+/// The reader flags shared by every subcommand that reads a corpus (`sketch`, `dedup`, `exact`, ...):
+/// flatten it with `#[command(flatten)]`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ReaderArgs {
+    /// The corpus: a JSONL, CSV, TSV or text file (optionally .gz), or a directory of files.
+    #[arg(long, value_name = "PATH")]
+    pub input: PathBuf,
+    /// Input format; `auto` decides from the path (directory, or extension under an optional .gz).
+    #[arg(long, value_enum, default_value_t = InputFormat::Auto)]
+    pub format: InputFormat,
+    /// JSONL: the field holding the id (string or number). Default: "id" when present, else the record index.
+    #[arg(long, value_name = "NAME")]
+    pub id_field: Option<String>,
+    /// JSONL: the field holding the text (must be a string).
+    #[arg(long, value_name = "NAME", default_value = "text")]
+    pub text_field: String,
+    /// CSV/TSV: the column holding the id. Default: the 0-based record index.
+    #[arg(long, value_name = "NAME")]
+    pub id_column: Option<String>,
+    /// CSV/TSV: the column holding the text. Default: a column named "text".
+    #[arg(long, value_name = "NAME")]
+    pub text_column: Option<String>,
+    /// What a malformed record does: stop the run (`fail`) or get counted and reported (`skip`).
+    #[arg(long, value_enum, default_value_t = OnError::Fail)]
+    pub on_error: OnError,
+    /// Reject records with invalid UTF-8 as malformed instead of replacing the bad bytes with U+FFFD.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+impl ReaderArgs {
+    pub fn options(&self) -> ReaderOptions {
+        ReaderOptions {
+            format: self.format,
+            id_field: self.id_field.clone(),
+            text_field: self.text_field.clone(),
+            id_column: self.id_column.clone(),
+            text_column: self.text_column.clone(),
+            on_error: self.on_error,
+            strict_utf8: self.strict,
+        }
+    }
+
+    /// Opens the reader these flags describe.
+    pub fn open(&self) -> Result<CorpusReader, ReadError> {
+        CorpusReader::open(&self.input, &self.options())
     }
 }

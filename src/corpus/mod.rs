@@ -6,5 +6,5 @@ pub mod reader;
 pub mod synth;
 
 pub use reader::{
-    CorpusReader, Document, InputFormat, OnError, ReadError, ReadStats, ReaderArgs, ReaderOptions,
+    CorpusReader, Document, InputFormat, OnError, ReadError, ReadStats, ReaderOptions,
 };

@@ -27,7 +27,8 @@ pub struct Document {
     pub text: String,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum InputFormat {
     /// From the path: a directory, or the extension under an optional `.gz` (`.jsonl`/`.ndjson`/`.json`,
     /// `.csv`, `.tsv`/`.tab`, anything else is text).
@@ -45,7 +46,8 @@ pub enum InputFormat {
     Dir,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum OnError {
     /// Stop at the first malformed record with an error naming file, line and reason.
     #[default]
@@ -154,55 +156,6 @@ impl ReadStats {
             ));
         }
         out
-    }
-}
-
-/// The reader flags shared by every subcommand that reads a corpus (`sketch`, `dedup`, `exact`, ...):
-/// flatten it with `#[command(flatten)]`.
-#[derive(clap::Args, Clone, Debug)]
-pub struct ReaderArgs {
-    /// The corpus: a JSONL, CSV, TSV or text file (optionally .gz), or a directory of files.
-    #[arg(long, value_name = "PATH")]
-    pub input: PathBuf,
-    /// Input format; `auto` decides from the path (directory, or extension under an optional .gz).
-    #[arg(long, value_enum, default_value_t = InputFormat::Auto)]
-    pub format: InputFormat,
-    /// JSONL: the field holding the id (string or number). Default: "id" when present, else the record index.
-    #[arg(long, value_name = "NAME")]
-    pub id_field: Option<String>,
-    /// JSONL: the field holding the text (must be a string).
-    #[arg(long, value_name = "NAME", default_value = "text")]
-    pub text_field: String,
-    /// CSV/TSV: the column holding the id. Default: the 0-based record index.
-    #[arg(long, value_name = "NAME")]
-    pub id_column: Option<String>,
-    /// CSV/TSV: the column holding the text. Default: a column named "text".
-    #[arg(long, value_name = "NAME")]
-    pub text_column: Option<String>,
-    /// What a malformed record does: stop the run (`fail`) or get counted and reported (`skip`).
-    #[arg(long, value_enum, default_value_t = OnError::Fail)]
-    pub on_error: OnError,
-    /// Reject records with invalid UTF-8 as malformed instead of replacing the bad bytes with U+FFFD.
-    #[arg(long)]
-    pub strict: bool,
-}
-
-impl ReaderArgs {
-    pub fn options(&self) -> ReaderOptions {
-        ReaderOptions {
-            format: self.format,
-            id_field: self.id_field.clone(),
-            text_field: self.text_field.clone(),
-            id_column: self.id_column.clone(),
-            text_column: self.text_column.clone(),
-            on_error: self.on_error,
-            strict_utf8: self.strict,
-        }
-    }
-
-    /// Opens the reader these flags describe.
-    pub fn open(&self) -> Result<CorpusReader, ReadError> {
-        CorpusReader::open(&self.input, &self.options())
     }
 }
 
