@@ -5,6 +5,8 @@
 //! - statistical checks of the estimate against exact Jaccard on synthetic pairs, with z-bounds from theory;
 //! - `fss` against a slow all-rounds reference, and its small-set variance and band agreement against theory.
 
+mod common;
+
 use lshbench::corpus::pairs::{ElementKind, PairShape, PairSource};
 use lshbench::kernel::oph::{Densify, EMPTY, Oph};
 use lshbench::kernel::{self, Isa, KERNELS, Kernel, KernelParams};
@@ -76,6 +78,14 @@ fn registry_builds_every_kernel_and_rejects_unknown_names() {
     let err = kernel::build("nope", &params(8)).err().unwrap();
     assert!(err.to_string().contains("scalar"), "{err}");
     assert!(kernel::build("scalar", &params(0)).is_err());
+}
+
+/// The shared contract (`tests/common`), on every registered kernel.
+#[test]
+fn every_registered_kernel_meets_the_contract() {
+    for spec in KERNELS {
+        common::check_contract(spec);
+    }
 }
 
 #[test]
@@ -741,8 +751,9 @@ fn fused_texts() -> Vec<String> {
     texts
 }
 
-/// `sign_text` (which `oph` runs fused, straight from the text) equals shingling then `sign` for every kernel,
-/// shingle kind, k and instruction set, and reports empty sets the same way.
+/// `sign_text` (which `oph` runs fused, straight from the text) on each instruction set equals scalar shingling
+/// then scalar `sign`, for every kernel, shingle kind and k, and reports empty sets the same way: the shingler's
+/// vector paths and the kernels' are both covered.
 #[test]
 fn sign_text_equals_shingling_then_signing() {
     use lshbench::shingle::{Normalization, ShingleKind, Shingler};
@@ -763,18 +774,26 @@ fn sign_text_equals_shingling_then_signing() {
     for isa in supported_isas() {
         for spec in KERNELS {
             for k in [1usize, 7, 64, 128, 256, 1000, 1024] {
+                // The reference: scalar shingling, then the kernel's scalar `sign`; against it, the fused path
+                // with both the shingler and the kernel on `isa`.
+                let reference = make(spec.name, k, 3, Some(Isa::Scalar));
                 let kernel = make(spec.name, k, 3, Some(isa));
-                let mut shinglers: Vec<Shingler> = kinds
+                let mut shinglers: Vec<(Normalization, ShingleKind)> = kinds
                     .iter()
-                    .map(|&kind| Shingler::new(kind, Normalization::default(), 3))
+                    .map(|&kind| (Normalization::default(), kind))
                     .collect();
-                shinglers.push(Shingler::new(ShingleKind::Char(5), lower, 3));
-                for sh in &shinglers {
+                shinglers.push((lower, ShingleKind::Char(5)));
+                for &(norm, kind) in &shinglers {
+                    let scalar = Shingler::new(kind, norm, 3)
+                        .with_isa(Some(Isa::Scalar))
+                        .unwrap();
+                    let sh = Shingler::new(kind, norm, 3).with_isa(Some(isa)).unwrap();
+                    let sh = &sh;
                     let (mut ids, mut scratch) = (Vec::new(), Vec::new());
                     let (mut want, mut got) = (vec![0u32; k], vec![7u32; k]);
                     for text in &texts {
-                        sh.hashes(text, &mut ids);
-                        kernel.sign(&ids, &mut want);
+                        scalar.hashes(text, &mut ids);
+                        reference.sign(&ids, &mut want);
                         let empty = kernel.sign_text(sh, text, &mut scratch, &mut got);
                         let what = format!(
                             "{} isa={isa} k={k} {:?} text of {} bytes",

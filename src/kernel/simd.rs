@@ -116,6 +116,7 @@ unsafe fn block<V: Lanes, const U: usize>(p: &Params, first: usize, keys: &[u64]
     let a: [V; U] = std::array::from_fn(|j| unsafe { V::load(p.a.as_ptr().add(at(j))) });
     let a_hi: [V; U] = std::array::from_fn(|j| unsafe { V::load(p.a_hi.as_ptr().add(at(j))) });
     let b: [V; U] = std::array::from_fn(|j| unsafe { V::load(p.b.as_ptr().add(at(j))) });
+    // SAFETY (splat, hash, min_hi, store_hi): the caller guarantees the instruction set of `V`.
     let mut m: [V; U] = [unsafe { V::splat(u64::MAX) }; U];
     for &x in keys {
         let x = unsafe { V::splat(x) };
@@ -125,6 +126,7 @@ unsafe fn block<V: Lanes, const U: usize>(p: &Params, first: usize, keys: &[u64]
     }
     let mut lanes = [0u32; 8];
     for (j, mj) in m.iter().enumerate() {
+        // SAFETY: the caller guarantees the instruction set; `lanes` holds 8 u32.
         unsafe { mj.store_hi(&mut lanes) };
         let start = at(j);
         let end = (start + V::LANES).min(out.len());
