@@ -7,8 +7,9 @@
 //!   (n = 1 for every kernel, n = 2 as well for `simd` and `oph-opt`).
 //!
 //! Every kernel name is the first part of its benchmark names, so `cargo bench --bench kernels -- oph` runs one
-//! family. Before timing, the corpus bench checks its answers (memchr's habit): `simd` equals `scalar` on every
-//! document, and 2 threads give the same signatures as 1.
+//! family. Before timing, the corpus bench checks its answers (memchr's habit): every kernel with a
+//! `same_output_as` entry in the registry (`simd`: `scalar`) equals it on every document, and 2 threads give the
+//! same signatures as 1.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use lshbench::kernel::{self, Isa, KERNELS, Kernel, KernelParams};
@@ -133,10 +134,7 @@ fn corpus_benches(c: &mut Criterion) {
     let pools: Vec<(usize, rayon::ThreadPool)> = [1usize, 2]
         .into_iter()
         .map(|n| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build()
-                .expect("rayon pool");
+            let pool = lshbench::exec::thread_pool(Some(n)).expect("rayon pool");
             (n, pool)
         })
         .collect();
@@ -146,12 +144,17 @@ fn corpus_benches(c: &mut Criterion) {
         pool.install(|| sign_all(&texts, &shingler, kernel, &mut out));
         out
     };
-    // Check the answers before timing anything.
-    let reference = run(&*make("scalar", k), 2);
-    assert!(
-        reference == run(&*make("simd", k), 1),
-        "simd differs from scalar on the corpus"
-    );
+    // Check the answers before timing anything: every kernel that must reproduce another (the registry's
+    // `same_output_as`) does so on the corpus.
+    for spec in KERNELS {
+        if let Some(reference) = spec.same_output_as {
+            assert!(
+                run(&*make(reference, k), 2) == run(&*make(spec.name, k), 1),
+                "{} differs from {reference} on the corpus",
+                spec.name
+            );
+        }
+    }
     let oph = make("oph-opt", k);
     assert!(
         run(&*oph, 1) == run(&*oph, 2),

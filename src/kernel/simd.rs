@@ -1,6 +1,6 @@
 //! `simd`: the `scalar` family ([`super::family`]) vectorised across the k functions, bit-identical to it.
 //!
-//! Layout follows memchr/BLAKE3: the algorithm is written once in [`sign_generic`] against the small [`Lanes`]
+//! Layout follows memchr/BLAKE3: the algorithm is written once in `sign_generic` against the small `Lanes`
 //! trait, and each instruction set is a thin module (`avx512`, `avx2`, `portable`) that implements the trait and
 //! wraps the generic loop in a `#[target_feature]` function. The instruction set is chosen once, when the kernel
 //! is built (`KernelParams::isa`, else [`Isa::detect`], which honours the `LSHBENCH_ISA` cap).
