@@ -27,6 +27,7 @@ impl Isa {
     /// Every instruction set, narrowest first.
     pub const ALL: [Isa; 4] = [Isa::Scalar, Isa::Portable, Isa::Avx2, Isa::Avx512];
 
+    /// The name `--isa` and `LSHBENCH_ISA` take.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
@@ -124,6 +125,7 @@ impl Dispatch {
         Dispatch { isa: Isa::Scalar }
     }
 
+    /// The instruction set chosen.
     pub fn isa(self) -> Isa {
         self.isa
     }

@@ -27,8 +27,10 @@ pub fn with_threads<T: Send>(
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ThreadsError {
     #[error("--threads must be at least 1")]
+    /// `--threads 0`.
     Zero,
     #[error("cannot start the thread pool: {0}")]
+    /// The operating system refused the threads.
     Build(String),
 }
 

@@ -14,6 +14,7 @@ pub const BATCH_BYTES: usize = 32 << 20;
 
 /// One signed batch, in input order.
 pub struct SignedBatch {
+    /// The documents, in input order.
     pub docs: Vec<Document>,
     /// `docs.len() * num_perm` slots, row-major.
     pub signatures: Vec<u32>,
@@ -22,6 +23,7 @@ pub struct SignedBatch {
 }
 
 impl SignedBatch {
+    /// The signature of document `i`.
     pub fn signature(&self, i: usize, num_perm: usize) -> &[u32] {
         &self.signatures[i * num_perm..(i + 1) * num_perm]
     }

@@ -71,8 +71,11 @@ impl fmt::Display for ShingleKind {
 /// one ASCII space; leading and trailing whitespace is removed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Normalization {
+    /// Lowercase (Unicode).
     pub lowercase: bool,
+    /// Each whitespace run becomes one space; the ends are trimmed.
     pub collapse_whitespace: bool,
+    /// Drop every char that is neither alphanumeric nor whitespace.
     pub strip_punctuation: bool,
 }
 
@@ -115,8 +118,11 @@ impl Normalization {
 /// Turns texts into shingle ids. Cheap to clone and shareable across threads.
 #[derive(Clone, Debug)]
 pub struct Shingler {
+    /// Which windows become shingles.
     pub kind: ShingleKind,
+    /// Applied to the text before shingling.
     pub normalization: Normalization,
+    /// Seed of the window ids.
     pub seed: u64,
     /// The instruction set of the window loops (the arithmetic is exact: every choice gives the same ids).
     dispatch: Dispatch,

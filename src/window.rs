@@ -22,6 +22,7 @@ pub struct WindowKey {
 }
 
 impl WindowKey {
+    /// The constants of `seed`.
     pub fn new(seed: u64) -> WindowKey {
         WindowKey {
             seed,
@@ -102,6 +103,7 @@ pub struct ShortRun<'a> {
 }
 
 impl<'a> ShortRun<'a> {
+    /// The text bytes the windows start in (may run past the last window).
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
@@ -184,6 +186,7 @@ pub trait WindowSink {
 
 /// The sink that collects every id into a vector, in order.
 pub struct CollectIds<'a> {
+    /// Where the ids go.
     pub out: &'a mut Vec<u64>,
     /// The instruction set short runs are hashed with.
     pub dispatch: Dispatch,

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 /// The kernel flags shared by `lshbench sketch` and friends.
 #[derive(clap::Args, Clone, Debug)]
 pub struct KernelArgs {
+    /// The registry name of the kernel (the help text lists the registry).
     #[arg(long, default_value = "simd", help = kernel_help())]
     pub kernel: String,
     /// k, the number of 32-bit slots per signature.
@@ -38,6 +39,7 @@ impl KernelArgs {
         Isa::parse(&self.isa)
     }
 
+    /// The kernel parameters these flags give.
     pub fn params(&self) -> KernelParams {
         KernelParams {
             num_perm: self.num_perm,
@@ -71,6 +73,7 @@ pub struct ShingleArgs {
 }
 
 impl ShingleArgs {
+    /// The normalisation these flags turn on.
     pub fn normalization(&self) -> Normalization {
         Normalization {
             lowercase: self.lowercase,
@@ -121,6 +124,7 @@ pub struct ReaderArgs {
 }
 
 impl ReaderArgs {
+    /// The reader options these flags give.
     pub fn options(&self) -> ReaderOptions {
         ReaderOptions {
             format: self.format,

@@ -14,12 +14,15 @@ use std::process::ExitCode;
     version,
     about = "Near-duplicate detection with MinHash and LSH: kernels, S-curves, dedup"
 )]
+/// The parsed command line.
 pub struct Cli {
     #[command(subcommand)]
+    /// The subcommand and its flags.
     pub command: Command,
 }
 
 #[derive(Subcommand, Debug)]
+/// The subcommands.
 pub enum Command {
     /// CPU features seen, the instruction set each kernel runs on, the kernels available.
     Info,
@@ -39,6 +42,7 @@ pub enum Command {
     Run(crate::experiment::RunArgs),
 }
 
+/// Parses the command line, runs the subcommand, prints an error (with its causes) and exits non-zero on failure.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -50,6 +54,7 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Runs one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Info => info(),

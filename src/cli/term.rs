@@ -23,6 +23,7 @@ impl Bar {
         Bar(bar)
     }
 
+    /// Clears the bar from the terminal.
     pub fn finish(&self) {
         self.0.finish_and_clear();
     }

@@ -21,11 +21,14 @@ use rand_xoshiro::rand_core::{Rng, SeedableRng};
 pub struct Family {
     /// Seed of the id -> key fold.
     pub key_seed: u64,
+    /// The multipliers `a_i`.
     pub a: Vec<u64>,
+    /// The offsets `b_i`.
     pub b: Vec<u64>,
 }
 
 impl Family {
+    /// The k functions drawn from `seed`.
     pub fn new(num_perm: usize, seed: u64) -> Family {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let key_seed = rng.next_u64();

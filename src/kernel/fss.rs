@@ -45,6 +45,7 @@ use crate::hash::mix64;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
+/// The registry entry of `fss`.
 pub const SPEC: KernelSpec = KernelSpec {
     name: "fss",
     about: "Fast Similarity Sketching (Dahlgaard-Knudsen-Thorup 2017): k bins, rounds until all are filled",

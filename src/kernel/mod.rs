@@ -75,7 +75,9 @@ pub fn fraction_equal(a: &[u32], b: &[u32]) -> f64 {
 /// What a kernel is built from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelParams {
+    /// k, the number of 32-bit slots per signature.
     pub num_perm: usize,
+    /// Seed of the kernel's hash functions.
     pub seed: u64,
     /// Force an instruction set (tests and benches); `None` picks [`Isa::detect`].
     pub isa: Option<Isa>,
@@ -91,11 +93,16 @@ impl KernelParams {
 /// Why a kernel could not be built.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KernelError {
+    /// No registry entry has this name.
     #[error("unknown kernel `{name}`; available: {}", names().join(", "))]
-    Unknown { name: String },
+    Unknown {
+        /// The name asked for.
+        name: String,
+    },
     /// k out of the kernel's range (the message says which range).
     #[error("{0}")]
     NumPerm(String),
+    /// The instruction set asked for does not run on this CPU.
     #[error(transparent)]
     Unsupported(#[from] Unsupported),
 }
@@ -116,6 +123,7 @@ pub enum SketchFamily {
 }
 
 impl SketchFamily {
+    /// A short name for reports and `lshbench info`.
     pub fn name(self) -> &'static str {
         match self {
             SketchFamily::Classic => "classic MinHash",
@@ -153,12 +161,15 @@ fn expected_empty_bins(union: usize, k: usize) -> f64 {
 
 /// One registry entry: everything the harness, the CLI and the tests know about a kernel.
 pub struct KernelSpec {
+    /// The registry name, what `--kernel` takes.
     pub name: &'static str,
+    /// One line: what it is and where it comes from.
     pub about: &'static str,
     /// The theory its cells are checked against.
     pub family: SketchFamily,
     /// The kernel whose signatures this one reproduces bit for bit (same hash family, another loop), if any.
     pub same_output_as: Option<&'static str>,
+    /// Builds the kernel (after [`build_spec`]'s shared checks).
     pub build: fn(&KernelParams) -> Result<Box<dyn Kernel>, KernelError>,
 }
 

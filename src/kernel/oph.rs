@@ -32,6 +32,7 @@ use crate::window::{ShortRun, WindowSink, x86::WindowsX8};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
+/// The registry entry of `oph-opt`.
 pub const SPEC_OPT: KernelSpec = KernelSpec {
     name: "oph-opt",
     about: "one-permutation hashing, optimal densification (Shrivastava 2017)",
@@ -39,6 +40,7 @@ pub const SPEC_OPT: KernelSpec = KernelSpec {
     same_output_as: None,
     build: build_opt,
 };
+/// The registry entry of `oph-rot`.
 pub const SPEC_ROT: KernelSpec = KernelSpec {
     name: "oph-rot",
     about: "one-permutation hashing, rotation densification (Shrivastava-Li 2014); for comparison",
@@ -541,7 +543,9 @@ impl WindowSink for RawSketchSink<'_> {
 /// How empty bins are filled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Densify {
+    /// Optimal densification (Shrivastava 2017): probe a seeded hash of (bin, attempt).
     Optimal,
+    /// Rotation (Shrivastava and Li 2014): the nearest non-empty bin to the right, offset by its distance.
     Rotation,
 }
 
@@ -558,6 +562,7 @@ pub struct Oph {
 }
 
 impl Oph {
+    /// The kernel with k = `num_perm` bins, on [`Dispatch::detect`]'s instruction set.
     pub fn new(num_perm: usize, seed: u64, densify: Densify) -> Oph {
         // The bin reduction multiplies by k as a 32-bit number.
         assert!(num_perm < 1 << 32, "num_perm must be below 2^32");

@@ -6,6 +6,7 @@
 use super::family::Family;
 use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 
+/// The registry entry of `scalar`.
 pub const SPEC: KernelSpec = KernelSpec {
     name: "scalar",
     about: "classic MinHash, k multiply-add-shift functions (the reference)",
@@ -24,6 +25,7 @@ pub struct ScalarMinHash {
 }
 
 impl ScalarMinHash {
+    /// The kernel with k = `num_perm` functions drawn from `seed`.
     pub fn new(num_perm: usize, seed: u64) -> Self {
         ScalarMinHash {
             family: Family::new(num_perm, seed),

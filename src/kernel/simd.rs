@@ -25,6 +25,7 @@ mod avx2;
 mod avx512;
 mod portable;
 
+/// The registry entry of `simd`.
 pub const SPEC: KernelSpec = KernelSpec {
     name: "simd",
     about: "the scalar family vectorised across the k functions (AVX-512 / AVX2 / portable)",
