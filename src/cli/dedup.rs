@@ -11,10 +11,13 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug, Clone)]
 #[command(mut_arg("kernel", |a| a.default_value("oph-opt")))]
 pub struct DedupArgs {
+    /// The corpus and how to read it.
     #[command(flatten)]
     pub reader: ReaderArgs,
+    /// Shingle kind and normalisation.
     #[command(flatten)]
     pub shingle: ShingleArgs,
+    /// The signature kernel, k, the seed and the instruction set.
     #[command(flatten)]
     pub kernel: KernelArgs,
     /// Number of bands b (with --rows). Without both, --threshold picks (b, r) by the default rule.

@@ -8,10 +8,13 @@ use std::path::PathBuf;
 /// The flags of `lshbench sketch`.
 #[derive(clap::Args, Debug)]
 pub struct SketchArgs {
+    /// The corpus and how to read it.
     #[command(flatten)]
     pub reader: ReaderArgs,
+    /// Shingle kind and normalisation.
     #[command(flatten)]
     pub shingle: ShingleArgs,
+    /// The signature kernel, k, the seed and the instruction set.
     #[command(flatten)]
     pub kernel: KernelArgs,
     /// Where to write the signatures: `.csv` (columns id,h0,...,h{k-1}) or `.npy` (an n x k uint32 array, with
