@@ -1,31 +1,34 @@
-//! The end-to-end dedup job behind `lshbench dedup`: read, shingle and sign the corpus (in parallel batches, in
-//! input order), band the signatures, verify the candidate pairs, group them, and write pairs, groups and the kept
-//! corpus, with a summary that accounts for every document and every pair the banding did not enumerate.
+//! The end-to-end dedup job: read, shingle and sign the corpus (in parallel batches, in input order), band the
+//! signatures, verify the candidate pairs, group them, and write pairs, groups and the kept corpus, with a summary
+//! that accounts for every document and every pair the banding did not enumerate. `lshbench dedup` (in
+//! `cli::dedup`) is its command-line front end; [`run`] is the whole job, [`dedup_signed`] the part after signing.
 //!
 //! Memory: signatures (n x k x 4 bytes) and the texts are kept; shingle sets are built only for documents that
 //! appear in a candidate pair, after banding, and the texts are dropped as soon as nothing needs them.
+//!
+//! The work runs on the current rayon pool; the outputs do not depend on its size.
 
 pub mod state;
 
-use crate::cli::args::KernelArgs;
-use crate::cli::args::ReaderArgs;
-use crate::cli::args::ShingleArgs;
+use crate::corpus::{CorpusReader, ReadError, ReadStats};
 use crate::exact;
+use crate::exec::Progress;
 use crate::kernel::Kernel;
 use crate::lsh::cluster::{self, Edge, Group, GroupMode, GroupStats};
-use crate::lsh::index::{self, BandHasher, CandidateStats};
-use crate::lsh::scurve::{Banding, check_threshold};
+use crate::lsh::index::{self, BandHasher, CandidateStats, TooManyCandidates};
+use crate::lsh::scurve::{Banding, BandingError, check_threshold};
 use crate::lsh::tune;
 use crate::shingle::Shingler;
-use anyhow::{Context, bail};
 use rayon::prelude::*;
-use state::{State, StateParams};
-use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use state::{State, StateError, StateParams};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// How candidate pairs are confirmed.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Verify {
     /// Exact Jaccard of the two shingle sets >= threshold.
     #[default]
@@ -37,7 +40,8 @@ pub enum Verify {
 }
 
 impl Verify {
-    fn name(self) -> &'static str {
+    /// The name on the command line and in the outputs: `exact`, `estimate` or `none`.
+    pub fn name(self) -> &'static str {
         match self {
             Verify::Exact => "exact",
             Verify::Estimate => "estimate",
@@ -46,83 +50,101 @@ impl Verify {
     }
 }
 
-/// `lshbench dedup`: near-duplicate pairs and groups of a corpus.
-#[derive(clap::Args, Debug, Clone)]
-#[command(mut_arg("kernel", |a| a.default_value("oph-opt")))]
-pub struct DedupArgs {
-    #[command(flatten)]
-    pub reader: ReaderArgs,
-    #[command(flatten)]
-    pub shingle: ShingleArgs,
-    #[command(flatten)]
-    pub kernel: KernelArgs,
-    /// Number of bands b (with --rows). Without both, --threshold picks (b, r) by the default rule.
-    #[arg(long)]
-    pub bands: Option<usize>,
-    /// Rows per band r (with --bands).
-    #[arg(long)]
-    pub rows: Option<usize>,
-    /// Similarity threshold in (0, 1] for verification [default: 0.5]. Alone, it also picks (b, r): the banding
-    /// with P(threshold) >= 0.99 and the smallest P(threshold/2).
-    #[arg(long)]
-    pub threshold: Option<f64>,
-    /// How candidates are confirmed: exact shingle Jaccard, the signature estimate, or none.
-    #[arg(long, value_enum, default_value_t = Verify::Exact)]
-    pub verify: Verify,
-    /// Grouping: connected components, or `center` (every member has a verified pair with its group's centre).
-    #[arg(long, value_enum, default_value_t = GroupMode::Components)]
-    pub groups: GroupMode,
-    /// Write the verified pairs as CSV (id_a,id_b,estimate,jaccard,verified_by).
-    #[arg(long, value_name = "CSV")]
-    pub pairs: Option<PathBuf>,
-    /// Write group membership as CSV (group,id,size,center,is_center,similarity_to_center).
-    #[arg(long, value_name = "CSV")]
-    pub clusters: Option<PathBuf>,
-    /// Write one row per group as CSV: size, centre, edge and member-pair similarity, chaining counts.
-    #[arg(long, value_name = "CSV")]
-    pub group_report: Option<PathBuf>,
-    /// Write the kept corpus as JSONL {"id","text"}: every document read that is not removed as a duplicate
-    /// (singletons, empty documents and each group's centre), in input order.
-    #[arg(long, value_name = "JSONL")]
-    pub kept: Option<PathBuf>,
-    /// Buckets (and classes of identical signatures) larger than this are enumerated as a star; the pairs left
-    /// out are counted in the summary.
-    #[arg(long, default_value_t = index::DEFAULT_BUCKET_CAP)]
-    pub bucket_cap: usize,
-    /// Stop with an error when banding emits more candidate pairs than this (counted once per band): a guard
-    /// against an S-curve far too permissive for the corpus, which would otherwise exhaust memory.
-    #[arg(long, default_value_t = 20_000_000)]
-    pub max_candidates: u64,
-    /// Member pairs examined per group for the chaining columns; larger groups are sampled (seeded).
-    #[arg(long, default_value_t = 2000)]
-    pub pair_budget: usize,
-    /// Load signatures from a saved state first; only pairs involving a newly read document are reported.
-    #[arg(long, value_name = "STATE")]
-    pub load: Option<PathBuf>,
-    /// Save the signatures of every document (loaded and new) for a later --load.
-    #[arg(long, value_name = "STATE")]
-    pub save: Option<PathBuf>,
-    /// Worker threads (default: all logical CPUs).
-    #[arg(long)]
-    pub threads: Option<usize>,
+/// Why a dedup run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DedupError {
+    /// The corpus could not be read (the message names file, line and field).
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The banding or the threshold is out of range.
+    #[error(transparent)]
+    Banding(#[from] BandingError),
+    /// The state to load could not be read or does not match this run, or the state could not be saved.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// An explicit threshold that the explicit banding would find with probability below 1/2.
+    #[error(
+        "--threshold {threshold} contradicts --bands {bands} --rows {rows}: that banding finds pairs of similarity \
+         {threshold} with probability only {probability:.4}. It implies a threshold near {half_point:.4} (P = 1/2 \
+         there; rule of thumb (1/b)^(1/r) = {rule_of_thumb:.4}). Drop --bands/--rows to let the tuner pick \
+         ({suggested_bands} bands x {suggested_rows} rows, P({threshold}) = {suggested_probability:.4}), or lower \
+         --threshold."
+    )]
+    Contradiction {
+        /// The threshold asked for.
+        threshold: f64,
+        /// The bands asked for.
+        bands: usize,
+        /// The rows per band asked for.
+        rows: usize,
+        /// The banding's probability of finding a pair at `threshold`.
+        probability: f64,
+        /// The similarity the banding finds with probability 1/2.
+        half_point: f64,
+        /// (1/b)^(1/r).
+        rule_of_thumb: f64,
+        /// The default rule's bands for `threshold`.
+        suggested_bands: usize,
+        /// The default rule's rows for `threshold`.
+        suggested_rows: usize,
+        /// The default rule's probability at `threshold`.
+        suggested_probability: f64,
+    },
+    /// Bands without rows.
+    #[error("--bands needs --rows too (or give neither and let --threshold pick them)")]
+    BandsWithoutRows,
+    /// Rows without bands.
+    #[error("--rows needs --bands too (or give neither and let --threshold pick them)")]
+    RowsWithoutBands,
+    /// A bucket cap below 2.
+    #[error("--bucket-cap must be at least 2")]
+    BucketCap,
+    /// The banding let through more candidate pairs than allowed.
+    #[error("banding {} bands x {} rows: {cause}", banding.bands, banding.rows)]
+    TooManyCandidates {
+        /// The banding that did it.
+        banding: Banding,
+        /// The limit it crossed.
+        cause: TooManyCandidates,
+    },
+    /// An output file could not be created.
+    #[error("creating {}: {cause}", path.display())]
+    Create {
+        /// The file that could not be created.
+        path: PathBuf,
+        /// What the operating system said.
+        cause: io::Error,
+    },
+    /// Writing an output file failed part-way.
+    #[error("writing {}: {cause}", path.display())]
+    Write {
+        /// The file being written.
+        path: PathBuf,
+        /// What went wrong.
+        cause: io::Error,
+    },
 }
 
 /// The banding a run uses and why.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BandingChoice {
+    /// b bands of r rows.
     pub banding: Banding,
+    /// The verification threshold.
     pub threshold: f64,
     /// Whether --bands/--rows were given (else the default rule picked them).
     pub explicit: bool,
 }
 
-/// Resolves --bands/--rows/--threshold, with the errors the issue asks for.
+/// Resolves --bands/--rows/--threshold: both of bands and rows, or neither (the default rule of
+/// [`tune::default_banding`] picks them for the threshold, 0.5 when not given). An explicit threshold the
+/// explicit banding finds with probability below 1/2 is refused.
 pub fn choose_banding(
     bands: Option<usize>,
     rows: Option<usize>,
     threshold: Option<f64>,
     num_perm: usize,
-) -> anyhow::Result<BandingChoice> {
+) -> Result<BandingChoice, DedupError> {
     let t = check_threshold(threshold.unwrap_or(0.5))?;
     match (bands, rows) {
         (Some(b), Some(r)) => {
@@ -130,17 +152,17 @@ pub fn choose_banding(
             let p = banding.probability(t);
             if threshold.is_some() && p < 0.5 {
                 let suggestion = tune::default_banding(num_perm, t)?;
-                bail!(
-                    "--threshold {t} contradicts --bands {b} --rows {r}: that banding finds pairs of similarity {t} \
-                     with probability only {p:.4}. It implies a threshold near {:.4} (P = 1/2 there; rule of thumb \
-                     (1/b)^(1/r) = {:.4}). Drop --bands/--rows to let the tuner pick ({} bands x {} rows, \
-                     P({t}) = {:.4}), or lower --threshold.",
-                    banding.half_point(),
-                    banding.rule_of_thumb(),
-                    suggestion.bands,
-                    suggestion.rows,
-                    suggestion.probability(t)
-                );
+                return Err(DedupError::Contradiction {
+                    threshold: t,
+                    bands: b,
+                    rows: r,
+                    probability: p,
+                    half_point: banding.half_point(),
+                    rule_of_thumb: banding.rule_of_thumb(),
+                    suggested_bands: suggestion.bands,
+                    suggested_rows: suggestion.rows,
+                    suggested_probability: suggestion.probability(t),
+                });
             }
             Ok(BandingChoice {
                 banding,
@@ -153,20 +175,87 @@ pub fn choose_banding(
             threshold: t,
             explicit: false,
         }),
-        (Some(_), None) => {
-            bail!("--bands needs --rows too (or give neither and let --threshold pick them)")
-        }
-        (None, Some(_)) => {
-            bail!("--rows needs --bands too (or give neither and let --threshold pick them)")
+        (Some(_), None) => Err(DedupError::BandsWithoutRows),
+        (None, Some(_)) => Err(DedupError::RowsWithoutBands),
+    }
+}
+
+/// Which files a [`run`] writes (none by default).
+#[derive(Clone, Debug, Default)]
+pub struct DedupOutputs {
+    /// The verified pairs as CSV ([`write_pairs`]).
+    pub pairs: Option<PathBuf>,
+    /// Group membership as CSV ([`write_clusters`]).
+    pub clusters: Option<PathBuf>,
+    /// One row per group as CSV ([`write_group_report`]).
+    pub group_report: Option<PathBuf>,
+    /// The kept corpus as JSONL ([`write_kept`]); the texts are kept in memory until it is written.
+    pub kept: Option<PathBuf>,
+}
+
+/// The knobs of a [`run`]. [`Default`] gives the command line's defaults.
+#[derive(Clone, Debug)]
+pub struct DedupOptions {
+    /// Number of bands b (with `rows`). Without both, the threshold picks (b, r) by the default rule.
+    pub bands: Option<usize>,
+    /// Rows per band r (with `bands`).
+    pub rows: Option<usize>,
+    /// Similarity threshold in (0, 1] for verification (`None`: 0.5); see [`choose_banding`].
+    pub threshold: Option<f64>,
+    /// How candidates are confirmed.
+    pub verify: Verify,
+    /// How verified pairs form groups.
+    pub groups: GroupMode,
+    /// Buckets larger than this (at least 2) are enumerated as a star; the pairs left out are counted.
+    pub bucket_cap: usize,
+    /// Fail with [`DedupError::TooManyCandidates`] when banding emits more candidate pairs than this (counted
+    /// once per band).
+    pub max_candidates: u64,
+    /// Member pairs examined per group for the chaining statistics; larger groups are sampled (seeded).
+    pub pair_budget: usize,
+    /// The seed the kernel and the shingler were made with: recorded in a saved state, and the band hash and the
+    /// group sampling derive from it.
+    pub seed: u64,
+    /// Load signatures from a saved state first; only pairs involving a newly read document are reported.
+    pub load: Option<PathBuf>,
+    /// Save the signatures of every document (loaded and new) for a later `load`.
+    pub save: Option<PathBuf>,
+    /// The files to write.
+    pub outputs: DedupOutputs,
+}
+
+impl Default for DedupOptions {
+    fn default() -> Self {
+        DedupOptions {
+            bands: None,
+            rows: None,
+            threshold: None,
+            verify: Verify::default(),
+            groups: GroupMode::default(),
+            bucket_cap: index::DEFAULT_BUCKET_CAP,
+            max_candidates: DEFAULT_MAX_CANDIDATES,
+            pair_budget: DEFAULT_PAIR_BUDGET,
+            seed: 42,
+            load: None,
+            save: None,
+            outputs: DedupOutputs::default(),
         }
     }
 }
 
+/// The default of [`DedupOptions::max_candidates`].
+pub const DEFAULT_MAX_CANDIDATES: u64 = 20_000_000;
+/// The default of [`DedupOptions::pair_budget`].
+pub const DEFAULT_PAIR_BUDGET: usize = 2000;
+
 /// A candidate pair after verification.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CheckedPair {
+    /// The first document's position.
     pub a: u32,
+    /// The second document's position.
     pub b: u32,
+    /// The signatures' estimated Jaccard.
     pub estimate: f64,
     /// Exact Jaccard when both shingle sets were available and `--verify exact`.
     pub jaccard: Option<f64>,
@@ -174,68 +263,81 @@ pub struct CheckedPair {
 
 /// Everything a run computed, for the writers, the summary and the tests.
 pub struct DedupOutcome {
+    /// Document ids by position (loaded ones first).
     pub ids: Vec<String>,
     /// Documents 0..loaded came from the state file.
     pub loaded: usize,
+    /// Documents read now whose shingle set was empty.
     pub empty_documents: u64,
+    /// What candidate generation did.
     pub candidates: CandidateStats,
+    /// The verified pairs.
     pub verified: Vec<CheckedPair>,
+    /// Groups of two or more documents.
     pub groups: Vec<Group>,
+    /// Statistics of each group, in group order.
     pub group_stats: Vec<GroupStats>,
     /// Similarity of each group member to its group's centre, per group, in member order.
     pub to_center: Vec<Vec<f64>>,
-    pub choice: BandingChoice,
+    /// The knobs the run used (with the banding it chose).
+    pub config: DedupConfig,
+    /// Seconds per stage, in order.
     pub stage_seconds: Vec<(&'static str, f64)>,
 }
 
-pub fn run(args: &DedupArgs) -> anyhow::Result<()> {
-    match args.threads {
-        Some(0) => bail!("--threads must be at least 1"),
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build()
-            .context("building the thread pool")?
-            .install(|| run_inner(args)),
-        None => run_inner(args),
+impl DedupOutcome {
+    /// The documents removed as duplicates, by position: every group member except its centre.
+    pub fn removed(&self) -> Vec<bool> {
+        let mut out = vec![false; self.ids.len()];
+        for g in &self.groups {
+            for &m in &g.members {
+                out[m as usize] = m != g.center;
+            }
+        }
+        out
     }
 }
 
-fn progress(len_hint: Option<u64>) -> indicatif::ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let pb = match len_hint {
-        Some(n) => indicatif::ProgressBar::new(n),
-        None => indicatif::ProgressBar::new_spinner(),
-    };
-    pb.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg} {pos} documents [{elapsed}]")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    pb.set_message("reading and signing");
-    pb
+/// A finished [`run`]: the outcome, the reader's counts and the wall-clock time.
+pub struct DedupReport {
+    /// What the run computed.
+    pub outcome: DedupOutcome,
+    /// The reader's counts (records, rejections, UTF-8 repairs).
+    pub read: ReadStats,
+    /// Wall-clock seconds of the whole run.
+    pub seconds: f64,
 }
 
-fn run_inner(args: &DedupArgs) -> anyhow::Result<()> {
+impl DedupReport {
+    /// The summary `lshbench dedup` prints; see [`summary`].
+    pub fn summary(&self) -> String {
+        summary(self)
+    }
+}
+
+/// The whole job on the current rayon pool: checks the options, loads the state (if any), reads and signs the
+/// corpus (counting documents into `progress`), saves the state (if asked), bands, verifies and groups, and
+/// writes the outputs `options` names. `kernel` and `shingler` must be made with `options.seed`.
+pub fn run(
+    reader: &mut CorpusReader,
+    shingler: &Shingler,
+    kernel: &dyn Kernel,
+    options: &DedupOptions,
+    progress: &dyn Progress,
+) -> Result<DedupReport, DedupError> {
     let t0 = Instant::now();
-    let kernel = args.kernel.build()?;
-    let k = kernel.num_perm();
-    let choice = choose_banding(args.bands, args.rows, args.threshold, k)?;
-    if args.bucket_cap < 2 {
-        bail!("--bucket-cap must be at least 2");
+    let choice = choose_banding(
+        options.bands,
+        options.rows,
+        options.threshold,
+        kernel.num_perm(),
+    )?;
+    if options.bucket_cap < 2 {
+        return Err(DedupError::BucketCap);
     }
-    let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
-    let params = StateParams {
-        kernel: kernel.name().to_string(),
-        num_perm: k,
-        seed: args.kernel.seed,
-        shingle: args.shingle.shingle.to_string(),
-        lowercase: args.shingle.lowercase,
-        collapse_whitespace: args.shingle.collapse_whitespace,
-        strip_punctuation: args.shingle.strip_punctuation,
-    };
+    let params = StateParams::new(kernel, shingler, options.seed);
     let mut corpus = Corpus::default();
-    if let Some(path) = &args.load {
+    if let Some(path) = &options.load {
         let state = State::load(path)?;
         state.check_compatible(&params, path)?;
         corpus.ids = state.ids;
@@ -243,11 +345,10 @@ fn run_inner(args: &DedupArgs) -> anyhow::Result<()> {
         corpus.signatures = state.signatures;
         corpus.loaded = corpus.ids.len();
     }
-    let keep_text = args.verify == Verify::Exact || args.kept.is_some();
-    let mut reader = args.reader.open()?;
-    let pb = progress(None);
-    crate::pipeline::sketch_corpus(&mut reader, &shingler, kernel.as_ref(), |batch| {
-        pb.inc(batch.docs.len() as u64);
+    let outputs = &options.outputs;
+    let keep_text = options.verify == Verify::Exact || outputs.kept.is_some();
+    crate::pipeline::sketch_corpus(reader, shingler, kernel, |batch| {
+        progress.inc(batch.docs.len() as u64);
         corpus.signatures.extend_from_slice(&batch.signatures);
         corpus.empty.extend_from_slice(&batch.empty);
         for doc in batch.docs {
@@ -256,12 +357,12 @@ fn run_inner(args: &DedupArgs) -> anyhow::Result<()> {
                 .texts
                 .push(if keep_text { doc.text } else { String::new() });
         }
-        Ok::<(), anyhow::Error>(())
+        Ok::<(), ReadError>(())
     })?;
-    pb.finish_and_clear();
-    let read_stats = reader.stats().clone();
+    let read = reader.stats().clone();
     let t_read = t0.elapsed().as_secs_f64();
-    if let Some(path) = &args.save {
+    if let Some(path) = &options.save {
+        progress.stage("saving state");
         state::save_parts(
             path,
             &params,
@@ -273,75 +374,102 @@ fn run_inner(args: &DedupArgs) -> anyhow::Result<()> {
     let t_save = t0.elapsed().as_secs_f64();
     let config = DedupConfig {
         choice,
-        verify: args.verify,
-        groups: args.groups,
-        bucket_cap: args.bucket_cap,
-        pair_budget: args.pair_budget,
-        seed: args.kernel.seed,
-        max_candidates: args.max_candidates,
+        verify: options.verify,
+        groups: options.groups,
+        bucket_cap: options.bucket_cap,
+        pair_budget: options.pair_budget,
+        seed: options.seed,
+        max_candidates: options.max_candidates,
     };
+    progress.stage("banding, verifying, grouping");
     let mut outcome = dedup_signed(
         &mut corpus,
-        kernel.as_ref(),
-        &shingler,
+        kernel,
+        shingler,
         &config,
-        args.kept.is_some(),
-    )
-    .with_context(|| {
-        format!(
-            "banding {} bands x {} rows",
-            choice.banding.bands, choice.banding.rows
-        )
-    })?;
+        outputs.kept.is_some(),
+    )?;
     outcome
         .stage_seconds
         .insert(0, ("read+shingle+sign", t_read));
-    if args.save.is_some() {
+    if options.save.is_some() {
         outcome
             .stage_seconds
             .insert(1, ("save state", t_save - t_read));
     }
+    progress.stage("writing");
     let t_write = Instant::now();
-    if let Some(p) = &args.pairs {
-        write_pairs(p, &outcome, args.verify)?;
+    if let Some(p) = &outputs.pairs {
+        write_file(p, |w| write_pairs(w, &outcome))?;
     }
-    if let Some(p) = &args.clusters {
-        write_clusters(p, &outcome)?;
+    if let Some(p) = &outputs.clusters {
+        write_file(p, |w| write_clusters(w, &outcome))?;
     }
-    if let Some(p) = &args.group_report {
-        write_group_report(p, &outcome, args.verify)?;
+    if let Some(p) = &outputs.group_report {
+        write_file(p, |w| write_group_report(w, &outcome))?;
     }
-    if let Some(p) = &args.kept {
-        write_kept(p, &outcome, &corpus.texts)?;
+    if let Some(p) = &outputs.kept {
+        write_file(p, |w| write_kept(w, &outcome, &corpus.texts))?;
     }
     outcome
         .stage_seconds
         .push(("write", t_write.elapsed().as_secs_f64()));
-    let total = t0.elapsed().as_secs_f64();
-    print!("{}", summary(&outcome, &read_stats, args, total));
-    Ok(())
+    Ok(DedupReport {
+        outcome,
+        read,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Creates `path` and hands `write` a buffered writer on it; errors name the file.
+fn write_file(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> Result<(), DedupError> {
+    let file = File::create(path).map_err(|cause| DedupError::Create {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    let mut w = BufWriter::new(file);
+    write(&mut w)
+        .and_then(|()| w.flush())
+        .map_err(|cause| DedupError::Write {
+            path: path.to_path_buf(),
+            cause,
+        })
 }
 
 /// Documents in memory: ids, signatures and empty flags for all (loaded first), texts for the ones read now.
 #[derive(Default)]
 pub struct Corpus {
+    /// Ids by position.
     pub ids: Vec<String>,
+    /// Whether each document's shingle set was empty.
     pub empty: Vec<bool>,
+    /// `ids.len() * num_perm` slots, row-major.
     pub signatures: Vec<u32>,
     /// Texts of documents `loaded..`, in order (empty strings when not kept).
     pub texts: Vec<String>,
+    /// Documents `0..loaded` came from a saved state (and have no text).
     pub loaded: usize,
 }
 
 /// The knobs of [`dedup_signed`].
 #[derive(Clone, Copy, Debug)]
 pub struct DedupConfig {
+    /// The banding and the threshold.
     pub choice: BandingChoice,
+    /// How candidates are confirmed.
     pub verify: Verify,
+    /// How verified pairs form groups.
     pub groups: GroupMode,
+    /// Buckets larger than this are enumerated as a star.
     pub bucket_cap: usize,
+    /// Member pairs examined per group for the chaining statistics.
     pub pair_budget: usize,
+    /// The band hash and the group sampling derive from it.
     pub seed: u64,
+    /// The most candidate pairs banding may emit (counted once per band).
     pub max_candidates: u64,
 }
 
@@ -352,7 +480,7 @@ pub fn dedup_signed(
     shingler: &Shingler,
     config: &DedupConfig,
     keep_texts: bool,
-) -> Result<DedupOutcome, index::TooManyCandidates> {
+) -> Result<DedupOutcome, DedupError> {
     let k = kernel.num_perm();
     let n = corpus.ids.len();
     let t = config.choice.threshold;
@@ -369,7 +497,11 @@ pub fn dedup_signed(
         &hasher,
         config.bucket_cap,
         config.max_candidates,
-    )?;
+    )
+    .map_err(|cause| DedupError::TooManyCandidates {
+        banding: config.choice.banding,
+        cause,
+    })?;
     if corpus.loaded > 0 {
         // Pairs among loaded documents were reported by the run that saved them.
         let loaded = corpus.loaded as u32;
@@ -500,7 +632,7 @@ pub fn dedup_signed(
         groups,
         group_stats,
         to_center,
-        choice: config.choice,
+        config: *config,
         stage_seconds: stages,
     })
 }
@@ -517,12 +649,12 @@ fn fmt_f(x: f64) -> String {
     }
 }
 
-fn write_pairs(path: &std::path::Path, o: &DedupOutcome, verify: Verify) -> anyhow::Result<()> {
-    let mut w =
-        csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))?;
+/// Writes the verified pairs as CSV: `id_a,id_b,estimate,jaccard,verified_by`.
+pub fn write_pairs(out: impl Write, o: &DedupOutcome) -> io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
     w.write_record(["id_a", "id_b", "estimate", "jaccard", "verified_by"])?;
     for p in &o.verified {
-        let by = match (verify, p.jaccard) {
+        let by = match (o.config.verify, p.jaccard) {
             (Verify::Exact, Some(_)) => "exact",
             (Verify::Exact, None) => "estimate (loaded document, no text)",
             (v, _) => v.name(),
@@ -535,13 +667,12 @@ fn write_pairs(path: &std::path::Path, o: &DedupOutcome, verify: Verify) -> anyh
             by,
         ])?;
     }
-    w.flush()?;
-    Ok(())
+    w.flush()
 }
 
-fn write_clusters(path: &std::path::Path, o: &DedupOutcome) -> anyhow::Result<()> {
-    let mut w =
-        csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))?;
+/// Writes group membership as CSV: `group,id,size,center,is_center,similarity_to_center`.
+pub fn write_clusters(out: impl Write, o: &DedupOutcome) -> io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "group",
         "id",
@@ -562,17 +693,12 @@ fn write_clusters(path: &std::path::Path, o: &DedupOutcome) -> anyhow::Result<()
             ])?;
         }
     }
-    w.flush()?;
-    Ok(())
+    w.flush()
 }
 
-fn write_group_report(
-    path: &std::path::Path,
-    o: &DedupOutcome,
-    verify: Verify,
-) -> anyhow::Result<()> {
-    let mut w =
-        csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))?;
+/// Writes one row per group as CSV: size, centre, edge and member-pair similarity, chaining counts.
+pub fn write_group_report(out: impl Write, o: &DedupOutcome) -> io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
     w.write_record([
         "group",
         "size",
@@ -588,7 +714,7 @@ fn write_group_report(
         "pairs_below_threshold",
         "pairs_disjoint",
     ])?;
-    let basis = if verify == Verify::Exact {
+    let basis = if o.config.verify == Verify::Exact {
         "exact"
     } else {
         "estimate"
@@ -610,48 +736,33 @@ fn write_group_report(
             &s.pairs_disjoint.to_string(),
         ])?;
     }
-    w.flush()?;
-    Ok(())
+    w.flush()
 }
 
-/// The documents removed as duplicates: every group member except its centre.
-fn removed(o: &DedupOutcome) -> Vec<bool> {
-    let mut out = vec![false; o.ids.len()];
-    for g in &o.groups {
-        for &m in &g.members {
-            out[m as usize] = m != g.center;
-        }
-    }
-    out
-}
-
-fn write_kept(path: &std::path::Path, o: &DedupOutcome, texts: &[String]) -> anyhow::Result<()> {
-    let removed = removed(o);
-    let file =
-        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut w = std::io::BufWriter::new(file);
+/// Writes the kept corpus as JSONL `{"id","text"}`: every document read now (`texts`, in order, for positions
+/// `o.loaded..`) that is not removed as a duplicate.
+pub fn write_kept(mut out: impl Write, o: &DedupOutcome, texts: &[String]) -> io::Result<()> {
+    let removed = o.removed();
     for (j, text) in texts.iter().enumerate() {
         let i = o.loaded + j;
         if !removed[i] {
-            serde_json::to_writer(&mut w, &serde_json::json!({"id": o.ids[i], "text": text}))?;
-            w.write_all(b"\n")?;
+            serde_json::to_writer(&mut out, &serde_json::json!({"id": o.ids[i], "text": text}))?;
+            out.write_all(b"\n")?;
         }
     }
-    w.flush()?;
-    Ok(())
+    out.flush()
 }
 
-fn summary(
-    o: &DedupOutcome,
-    read: &crate::corpus::ReadStats,
-    args: &DedupArgs,
-    total: f64,
-) -> String {
+/// The run summary `lshbench dedup` prints on stdout: every document and every pair accounted for, the largest
+/// groups, the time per stage (newline-terminated lines).
+pub fn summary(report: &DedupReport) -> String {
     use std::fmt::Write as _;
+    let (o, read, total) = (&report.outcome, &report.read, report.seconds);
+    let config = &o.config;
     let mut s = String::new();
     let c = &o.candidates;
-    let b = o.choice.banding;
-    let t = o.choice.threshold;
+    let b = config.choice.banding;
+    let t = config.choice.threshold;
     let _ = writeln!(s, "{}", read.report());
     let new_docs = o.ids.len() - o.loaded;
     let _ = writeln!(
@@ -670,7 +781,7 @@ fn summary(
         "banding: {} bands x {} rows ({}); P({t}) = {:.4}, P = 1/2 at s = {:.4}",
         b.bands,
         b.rows,
-        if o.choice.explicit {
+        if config.choice.explicit {
             "given".to_string()
         } else {
             format!("default rule for --threshold {t}: P(t) >= 0.99, then the smallest P(t/2)")
@@ -678,7 +789,7 @@ fn summary(
         b.probability(t),
         b.half_point()
     );
-    if o.choice.explicit && b.probability(t) < 0.5 {
+    if config.choice.explicit && b.probability(t) < 0.5 {
         // An explicit --threshold that contradicts the banding is refused in `choose_banding`; the default
         // threshold is not refused (the banding was the user's choice), but the contradiction is said plainly.
         let _ = writeln!(
@@ -703,14 +814,14 @@ fn summary(
             s,
             "NOT ENUMERATED: {} buckets over --bucket-cap {} were walked as stars; {} pairs sharing a band (counted \
              once per band) were not listed. Their documents stay connected through the star's centre.",
-            c.capped_groups, args.bucket_cap, c.pairs_not_enumerated
+            c.capped_groups, config.bucket_cap, c.pairs_not_enumerated
         );
     }
     let _ = writeln!(
         s,
         "verified ({}{}): {} pairs",
-        args.verify.name(),
-        if args.verify == Verify::None {
+        config.verify.name(),
+        if config.verify == Verify::None {
             String::new()
         } else {
             format!(", similarity >= {t}")
@@ -733,14 +844,14 @@ fn summary(
         s,
         "groups ({:?}): {} groups of 2+ documents covering {in_groups}; largest {largest}; {chained} with a member \
          pair below the threshold, {disjoint} with a member pair sharing no shingle",
-        args.groups,
+        config.groups,
         o.groups.len()
     );
     let _ = writeln!(
         s,
         "kept: {} documents, {} removed as duplicates",
-        new_docs - removed(o)[o.loaded..].iter().filter(|&&r| r).count(),
-        removed(o)[o.loaded..].iter().filter(|&&r| r).count()
+        new_docs - o.removed()[o.loaded..].iter().filter(|&&r| r).count(),
+        o.removed()[o.loaded..].iter().filter(|&&r| r).count()
     );
     let mut order: Vec<usize> = (0..o.groups.len()).collect();
     order.sort_by_key(|&g| (std::cmp::Reverse(o.groups[g].members.len()), g));

@@ -1,137 +1,68 @@
-//! `lshbench sketch`: read a corpus, shingle and sign every document, write the signatures as CSV or NPY.
+//! Signatures of a corpus to files: read a corpus, shingle and sign every document, write the signatures as CSV
+//! or NPY (`lshbench sketch` is the command-line front end, in `cli::sketch`).
 //!
-//! Output order equals input order and the bytes written do not depend on the thread count or the instruction
-//! set. Memory holds one batch of text plus, for `.npy` only, the n x k signature matrix (NPY needs the row count
-//! in its header).
+//! Output order equals input order and the bytes written do not depend on the thread count (the work runs on the
+//! current rayon pool) or the instruction set. Memory holds one batch of text plus, for `.npy` only, the n x k
+//! signature matrix (NPY needs the row count in its header).
 
-use crate::cli::args::KernelArgs;
-use crate::cli::args::ReaderArgs;
-use crate::cli::args::ShingleArgs;
+use crate::arch::Isa;
+use crate::corpus::{CorpusReader, ReadError, ReadStats};
+use crate::exec::Progress;
+use crate::kernel::Kernel;
 use crate::pipeline::{SignedBatch, sketch_corpus};
-use anyhow::{Context, bail};
+use crate::shingle::{ShingleKind, Shingler};
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-#[derive(clap::Args, Debug)]
-pub struct SketchArgs {
-    #[command(flatten)]
-    pub reader: ReaderArgs,
-    #[command(flatten)]
-    pub shingle: ShingleArgs,
-    #[command(flatten)]
-    pub kernel: KernelArgs,
-    /// Where to write the signatures: `.csv` (columns id,h0,...,h{k-1}) or `.npy` (an n x k uint32 array, with
-    /// the ids in `<stem>.ids.csv` beside it). An empty document's row is all 4294967295.
-    #[arg(long, short)]
-    pub output: PathBuf,
-    /// Worker threads (default: every logical CPU). The output is identical for any value.
-    #[arg(long)]
-    pub threads: Option<usize>,
-}
-
-enum Sink {
-    Csv(csv::Writer<BufWriter<File>>),
-    Npy {
+/// Why sketching a corpus failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SketchError {
+    /// The corpus could not be read (the message names file, line and field).
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The output path has neither a `.csv` nor a `.npy` extension.
+    #[error("--output {}: the extension must be .csv or .npy", path.display())]
+    Extension {
+        /// The refused output path.
         path: PathBuf,
-        ids: csv::Writer<BufWriter<File>>,
-        rows: u64,
-        slots: Vec<u32>,
+    },
+    /// An output file could not be created.
+    #[error("cannot create {}: {cause}", path.display())]
+    Create {
+        /// The file that could not be created.
+        path: PathBuf,
+        /// What the operating system said.
+        cause: std::io::Error,
+    },
+    /// Writing an output file failed part-way.
+    #[error("writing {}: {cause}", path.display())]
+    Write {
+        /// The file being written.
+        path: PathBuf,
+        /// What went wrong.
+        cause: std::io::Error,
     },
 }
 
-impl Sink {
-    fn create(path: &Path) -> anyhow::Result<Sink> {
-        let create = |p: &Path| -> anyhow::Result<csv::Writer<BufWriter<File>>> {
-            let file = File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
-            Ok(csv::Writer::from_writer(BufWriter::with_capacity(
-                1 << 20,
-                file,
-            )))
-        };
+/// The file format of a [`SignatureWriter`], decided by the output's extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignatureFormat {
+    /// `.csv`: a header `id,h0,...,h{k-1}`, then one row per document.
+    Csv,
+    /// `.npy`: an n x k uint32 array, with the ids in `<stem>.ids.csv` beside it (columns `row,id,empty`).
+    Npy,
+}
+
+impl SignatureFormat {
+    /// The format `path`'s extension names, if any.
+    pub fn of(path: &Path) -> Option<SignatureFormat> {
         match path.extension().and_then(|e| e.to_str()) {
-            Some("csv") => Ok(Sink::Csv(create(path)?)),
-            Some("npy") => {
-                let ids_path = ids_path(path);
-                let mut ids = create(&ids_path)?;
-                ids.write_record(["row", "id", "empty"])?;
-                Ok(Sink::Npy {
-                    path: path.to_path_buf(),
-                    ids,
-                    rows: 0,
-                    slots: Vec::new(),
-                })
-            }
-            _ => bail!(
-                "--output {}: the extension must be .csv or .npy",
-                path.display()
-            ),
+            Some("csv") => Some(SignatureFormat::Csv),
+            Some("npy") => Some(SignatureFormat::Npy),
+            _ => None,
         }
-    }
-
-    fn header(&mut self, num_perm: usize) -> anyhow::Result<()> {
-        if let Sink::Csv(w) = self {
-            let mut row = Vec::with_capacity(num_perm + 1);
-            row.push("id".to_string());
-            row.extend((0..num_perm).map(|i| format!("h{i}")));
-            w.write_record(&row)?;
-        }
-        Ok(())
-    }
-
-    fn batch(&mut self, batch: &SignedBatch, num_perm: usize) -> anyhow::Result<()> {
-        match self {
-            Sink::Csv(w) => {
-                let mut buf = itoa::Buffer::new();
-                for (i, doc) in batch.docs.iter().enumerate() {
-                    w.write_field(&doc.id)?;
-                    for &slot in batch.signature(i, num_perm) {
-                        w.write_field(buf.format(slot))?;
-                    }
-                    w.write_record(None::<&[u8]>)?;
-                }
-            }
-            Sink::Npy {
-                ids, rows, slots, ..
-            } => {
-                for (i, doc) in batch.docs.iter().enumerate() {
-                    ids.write_record([
-                        rows.to_string().as_str(),
-                        &doc.id,
-                        if batch.empty[i] { "1" } else { "0" },
-                    ])?;
-                    *rows += 1;
-                }
-                slots.extend_from_slice(&batch.signatures);
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(self, num_perm: usize) -> anyhow::Result<()> {
-        match self {
-            Sink::Csv(mut w) => w.flush()?,
-            Sink::Npy {
-                path,
-                mut ids,
-                rows,
-                slots,
-            } => {
-                ids.flush()?;
-                use npyz::WriterBuilder;
-                let file = File::create(&path)
-                    .with_context(|| format!("cannot create {}", path.display()))?;
-                let mut writer = npyz::WriteOptions::new()
-                    .default_dtype()
-                    .shape(&[rows, num_perm as u64])
-                    .writer(BufWriter::with_capacity(1 << 20, file))
-                    .begin_nd()?;
-                writer.extend(slots)?;
-                writer.finish()?;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -140,70 +71,247 @@ pub fn ids_path(npy: &Path) -> PathBuf {
     npy.with_extension("ids.csv")
 }
 
-/// A rayon pool of `threads` workers (all logical CPUs when `None`).
-pub fn thread_pool(threads: Option<usize>) -> anyhow::Result<rayon::ThreadPool> {
-    let threads = threads.unwrap_or_else(crate::machine::logical_cpus);
-    if threads == 0 {
-        bail!("--threads must be at least 1");
-    }
-    Ok(rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()?)
+type CsvOut = csv::Writer<BufWriter<File>>;
+
+enum Sink {
+    Csv(CsvOut),
+    Npy {
+        ids_path: PathBuf,
+        ids: CsvOut,
+        rows: u64,
+        slots: Vec<u32>,
+    },
 }
 
-/// A spinner on stderr when stderr is a terminal; hidden otherwise.
-pub fn progress(what: &str) -> indicatif::ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} {msg} {human_pos} documents ({per_sec}) {elapsed}",
-        )
-        .expect("static template"),
-    );
-    bar.set_message(what.to_string());
-    bar
+/// Where [`sketch`] writes the signatures: a `.csv` file, or a `.npy` file with its `.ids.csv` beside it. An
+/// empty document's row is all 4294967295 (`u32::MAX`).
+pub struct SignatureWriter {
+    path: PathBuf,
+    num_perm: usize,
+    sink: Sink,
 }
 
-pub fn run(args: &SketchArgs) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
-    let kernel = args.kernel.build()?;
-    let num_perm = kernel.num_perm();
-    let pool = thread_pool(args.threads)?;
-    let mut reader = args.reader.open()?;
-    let mut sink = Sink::create(&args.output)?;
-    sink.header(num_perm)?;
-
-    let bar = progress("sketching");
-    let (mut docs, mut empty, mut bytes) = (0u64, 0u64, 0u64);
-    pool.install(|| {
-        sketch_corpus(&mut reader, &shingler, kernel.as_ref(), |batch| {
-            docs += batch.docs.len() as u64;
-            empty += batch.empty.iter().filter(|&&e| e).count() as u64;
-            bytes += batch.docs.iter().map(|d| d.text.len() as u64).sum::<u64>();
-            bar.inc(batch.docs.len() as u64);
-            sink.batch(&batch, num_perm)
-        })
+fn csv_create(path: &Path) -> Result<CsvOut, SketchError> {
+    let file = File::create(path).map_err(|cause| SketchError::Create {
+        path: path.to_path_buf(),
+        cause,
     })?;
-    sink.finish(num_perm)?;
-    bar.finish_and_clear();
+    Ok(csv::Writer::from_writer(BufWriter::with_capacity(
+        1 << 20,
+        file,
+    )))
+}
 
-    let secs = started.elapsed().as_secs_f64();
-    eprintln!("{}", reader.stats().report());
-    eprintln!("sketched {docs} documents, {empty} of them empty (their rows are all 4294967295)");
-    eprintln!(
-        "kernel {} on {}, k = {num_perm}, seed {}, shingle {}, {} threads: {:.3} s, {:.1} MB/s of text",
-        kernel.name(),
-        kernel.isa(),
-        args.kernel.seed,
-        shingler.kind,
-        pool.current_num_threads(),
-        secs,
-        bytes as f64 / secs / 1e6
-    );
-    eprintln!("wrote {}", args.output.display());
-    Ok(())
+fn write_err(path: &Path) -> impl Fn(csv::Error) -> SketchError + '_ {
+    |e| SketchError::Write {
+        path: path.to_path_buf(),
+        cause: e.into(),
+    }
+}
+
+impl SignatureWriter {
+    /// Creates the output for signatures of `num_perm` slots at `path` (format by extension, see
+    /// [`SignatureFormat`]) and writes its header. For `.npy` the ids file is created now and the array itself
+    /// when the writer finishes.
+    pub fn create(path: &Path, num_perm: usize) -> Result<SignatureWriter, SketchError> {
+        let sink = match SignatureFormat::of(path) {
+            Some(SignatureFormat::Csv) => {
+                let mut w = csv_create(path)?;
+                let mut row = Vec::with_capacity(num_perm + 1);
+                row.push("id".to_string());
+                row.extend((0..num_perm).map(|i| format!("h{i}")));
+                w.write_record(&row).map_err(write_err(path))?;
+                Sink::Csv(w)
+            }
+            Some(SignatureFormat::Npy) => {
+                let ids_path = ids_path(path);
+                let mut ids = csv_create(&ids_path)?;
+                ids.write_record(["row", "id", "empty"])
+                    .map_err(write_err(&ids_path))?;
+                Sink::Npy {
+                    ids_path,
+                    ids,
+                    rows: 0,
+                    slots: Vec::new(),
+                }
+            }
+            None => {
+                return Err(SketchError::Extension {
+                    path: path.to_path_buf(),
+                });
+            }
+        };
+        Ok(SignatureWriter {
+            path: path.to_path_buf(),
+            num_perm,
+            sink,
+        })
+    }
+
+    /// The signature file's path (for `.npy`, the array; the ids are at [`ids_path`]).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one signed batch, in order.
+    pub fn write_batch(&mut self, batch: &SignedBatch) -> Result<(), SketchError> {
+        let num_perm = self.num_perm;
+        match &mut self.sink {
+            Sink::Csv(w) => {
+                let mut buf = itoa::Buffer::new();
+                let mut row = || -> csv::Result<()> {
+                    for (i, doc) in batch.docs.iter().enumerate() {
+                        w.write_field(&doc.id)?;
+                        for &slot in batch.signature(i, num_perm) {
+                            w.write_field(buf.format(slot))?;
+                        }
+                        w.write_record(None::<&[u8]>)?;
+                    }
+                    Ok(())
+                };
+                row().map_err(write_err(&self.path))?;
+            }
+            Sink::Npy {
+                ids_path,
+                ids,
+                rows,
+                slots,
+            } => {
+                for (i, doc) in batch.docs.iter().enumerate() {
+                    ids.write_record([
+                        rows.to_string().as_str(),
+                        &doc.id,
+                        if batch.empty[i] { "1" } else { "0" },
+                    ])
+                    .map_err(write_err(ids_path))?;
+                    *rows += 1;
+                }
+                slots.extend_from_slice(&batch.signatures);
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes the CSV, or writes the `.npy` array (and flushes its ids file).
+    pub fn finish(self) -> Result<(), SketchError> {
+        let (path, num_perm) = (self.path, self.num_perm);
+        match self.sink {
+            Sink::Csv(mut w) => w
+                .flush()
+                .map_err(|cause| SketchError::Write { path, cause }),
+            Sink::Npy {
+                ids_path,
+                mut ids,
+                rows,
+                slots,
+            } => {
+                ids.flush().map_err(|cause| SketchError::Write {
+                    path: ids_path,
+                    cause,
+                })?;
+                use npyz::WriterBuilder;
+                let file = File::create(&path).map_err(|cause| SketchError::Create {
+                    path: path.clone(),
+                    cause,
+                })?;
+                let write = || -> std::io::Result<()> {
+                    let mut writer = npyz::WriteOptions::new()
+                        .default_dtype()
+                        .shape(&[rows, num_perm as u64])
+                        .writer(BufWriter::with_capacity(1 << 20, file))
+                        .begin_nd()?;
+                    writer.extend(slots)?;
+                    writer.finish()
+                };
+                write().map_err(|cause| SketchError::Write { path, cause })
+            }
+        }
+    }
+}
+
+/// What [`sketch`] did.
+#[derive(Clone, Debug)]
+pub struct SketchReport {
+    /// Documents sketched (one output row each).
+    pub documents: u64,
+    /// Documents whose shingle set was empty (their rows are all `u32::MAX`).
+    pub empty: u64,
+    /// Bytes of text read.
+    pub bytes: u64,
+    /// Wall-clock seconds of reading, signing and writing.
+    pub seconds: f64,
+    /// Worker threads of the rayon pool the work ran on.
+    pub threads: usize,
+    /// The kernel's registry name.
+    pub kernel: &'static str,
+    /// The instruction set the kernel ran on.
+    pub isa: Isa,
+    /// k, slots per signature.
+    pub num_perm: usize,
+    /// The shingle kind.
+    pub shingle: ShingleKind,
+    /// The shingle hash seed (the kernel's seed too, when built from the same flags).
+    pub seed: u64,
+    /// The reader's counts (records, rejections, UTF-8 repairs).
+    pub read: ReadStats,
+    /// The signature file written.
+    pub output: PathBuf,
+}
+
+impl SketchReport {
+    /// The run summary `lshbench sketch` prints on stderr (one line per fact, newline-terminated).
+    pub fn summary(&self) -> String {
+        format!(
+            "{}\nsketched {} documents, {} of them empty (their rows are all 4294967295)\n\
+             kernel {} on {}, k = {}, seed {}, shingle {}, {} threads: {:.3} s, {:.1} MB/s of text\nwrote {}\n",
+            self.read.report(),
+            self.documents,
+            self.empty,
+            self.kernel,
+            self.isa,
+            self.num_perm,
+            self.seed,
+            self.shingle,
+            self.threads,
+            self.seconds,
+            self.bytes as f64 / self.seconds / 1e6,
+            self.output.display()
+        )
+    }
+}
+
+/// Reads the whole corpus, signs every document with `kernel` over `shingler`'s windows, and writes the
+/// signatures to `output` in input order, on the current rayon pool. `progress` counts documents.
+pub fn sketch(
+    reader: &mut CorpusReader,
+    shingler: &Shingler,
+    kernel: &dyn Kernel,
+    mut output: SignatureWriter,
+    progress: &dyn Progress,
+) -> Result<SketchReport, SketchError> {
+    let started = Instant::now();
+    let (mut documents, mut empty, mut bytes) = (0u64, 0u64, 0u64);
+    sketch_corpus(reader, shingler, kernel, |batch| {
+        documents += batch.docs.len() as u64;
+        empty += batch.empty.iter().filter(|&&e| e).count() as u64;
+        bytes += batch.docs.iter().map(|d| d.text.len() as u64).sum::<u64>();
+        progress.inc(batch.docs.len() as u64);
+        output.write_batch(&batch)
+    })?;
+    let path = output.path.clone();
+    output.finish()?;
+    Ok(SketchReport {
+        documents,
+        empty,
+        bytes,
+        seconds: started.elapsed().as_secs_f64(),
+        threads: rayon::current_num_threads(),
+        kernel: kernel.name(),
+        isa: kernel.isa(),
+        num_perm: kernel.num_perm(),
+        shingle: shingler.kind,
+        seed: shingler.seed,
+        read: reader.stats().clone(),
+        output: path,
+    })
 }

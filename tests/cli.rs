@@ -283,3 +283,122 @@ fn dedup_refuses_an_explicit_contradicting_threshold_and_warns_on_the_default_on
         "{text}"
     );
 }
+
+/// Runs `lshbench args`, expects failure, and returns stderr (checked for a panic).
+fn fails(args: &[&str]) -> String {
+    let out = lshbench(args, &[]);
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert!(err.starts_with("error: "), "{args:?}: {err}");
+    err
+}
+
+#[test]
+fn sketch_and_dedup_errors_name_the_problem_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = corpus(dir.path());
+    let input = input.to_str().unwrap();
+    let out = dir.path().join("o.csv");
+    let out = out.to_str().unwrap();
+    let missing_dir = dir.path().join("no/such/dir/x.csv");
+    let missing_dir = missing_dir.to_str().unwrap();
+
+    let err = fails(&[
+        "sketch",
+        "--input",
+        input,
+        "--output",
+        out,
+        "--threads",
+        "0",
+    ]);
+    assert!(err.contains("--threads must be at least 1"), "{err}");
+    let err = fails(&["dedup", "--input", input, "--threads", "0"]);
+    assert!(err.contains("--threads must be at least 1"), "{err}");
+
+    // An unwritable output names the file, and the operating system's reason appears once.
+    let err = fails(&["sketch", "--input", input, "--output", missing_dir]);
+    assert!(
+        err.contains(&format!("cannot create {missing_dir}: ")),
+        "{err}"
+    );
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+    let err = fails(&["dedup", "--input", input, "--pairs", missing_dir]);
+    assert!(err.contains(&format!("creating {missing_dir}: ")), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+
+    for (extra, expect) in [
+        (vec!["--bands", "20"], "--bands needs --rows too"),
+        (vec!["--rows", "5"], "--rows needs --bands too"),
+        (
+            vec!["--bands", "0", "--rows", "3"],
+            "--bands must be at least 1",
+        ),
+        (vec!["--bands", "50", "--rows", "3"], "needs 150 slots"),
+        (vec!["--threshold", "1.5"], "outside (0, 1]"),
+        (vec!["--bucket-cap", "1"], "--bucket-cap must be at least 2"),
+        (
+            vec!["--bands", "128", "--rows", "1", "--max-candidates", "10"],
+            "banding 128 bands x 1 rows: the banding produced more than 10 candidate pairs",
+        ),
+    ] {
+        let mut args = vec!["dedup", "--input", input];
+        args.extend(extra.iter().copied());
+        let err = fails(&args);
+        assert!(
+            err.contains(expect),
+            "{args:?}: expected `{expect}` in: {err}"
+        );
+    }
+}
+
+#[test]
+fn dedup_state_files_are_checked_and_refused_with_the_file_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = corpus(dir.path());
+    let input = input.to_str().unwrap();
+    let state = dir.path().join("state.bin");
+    let state = state.to_str().unwrap();
+    ok(&lshbench(
+        &["dedup", "--input", input, "--save", state],
+        &[],
+    ));
+    // Resuming with the same parameters works and says how many documents came from the state.
+    let out = lshbench(&["dedup", "--input", input, "--load", state], &[]);
+    ok(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("302 read now + 302 loaded from state"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let err = fails(&[
+        "dedup", "--input", input, "--load", state, "--kernel", "simd",
+    ]);
+    assert!(
+        err.contains(&format!("{state} was made with other signature parameters")),
+        "{err}"
+    );
+    assert!(
+        err.contains("kernel: state oph-opt, this run simd"),
+        "{err}"
+    );
+
+    let bad = dir.path().join("bad.state");
+    std::fs::write(&bad, "not a state").unwrap();
+    let bad = bad.to_str().unwrap();
+    let err = fails(&["dedup", "--input", input, "--load", bad]);
+    assert!(
+        err.contains(&format!(
+            "{bad} is not an lshbench state file (bad magic bytes)"
+        )),
+        "{err}"
+    );
+
+    let missing = dir.path().join("missing.state");
+    let missing = missing.to_str().unwrap();
+    let err = fails(&["dedup", "--input", input, "--load", missing]);
+    assert!(err.contains(&format!("reading state {missing}: ")), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+}

@@ -1,25 +1,17 @@
 //! End-to-end checks of `dedup` and `exact` on a planted-cluster corpus from `lshbench::corpus::synth`:
 //! dedup's verified pairs all have exact J >= t, carry the very J values `exact` computes, and the pairs it
 //! misses are as few as the S-curve predicts (a binomial bound, not a tuned tolerance). Also the state file
-//! round trip through `--save` / `--load`.
+//! round trip through `save` / `load`. Dedup runs through the library (`lshbench::dedup::run`, no CLI);
+//! the exact ground truth through the binary.
 
-use clap::Parser;
 use lshbench::corpus::synth::{GenConfig, generate};
+use lshbench::corpus::{CorpusReader, ReaderOptions};
+use lshbench::dedup::{DedupError, DedupOptions, DedupOutputs, DedupReport, Verify};
+use lshbench::kernel::{self, KernelParams};
+use lshbench::shingle::{Normalization, Shingler};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-
-#[derive(Parser)]
-struct DedupCli {
-    #[command(flatten)]
-    args: lshbench::dedup::DedupArgs,
-}
-
-#[derive(Parser)]
-struct ExactCli {
-    #[command(flatten)]
-    args: lshbench::exact::ExactArgs,
-}
 
 fn write_corpus(path: &Path, docs: usize, seed: u64) {
     let config = GenConfig {
@@ -62,11 +54,38 @@ fn read_pairs(path: &Path) -> PairMap {
     out
 }
 
-fn run_dedup(args: &[&str]) {
-    let cli = DedupCli::parse_from(std::iter::once("dedup").chain(args.iter().copied()));
-    lshbench::dedup::run(&cli.args).unwrap();
+/// One library dedup run over `input` with word:3 shingles, seed 42, k = 128.
+fn run_dedup(
+    input: &Path,
+    kernel: &str,
+    options: &DedupOptions,
+) -> Result<DedupReport, DedupError> {
+    let seed = 42;
+    let kernel = kernel::build(
+        kernel,
+        &KernelParams {
+            num_perm: 128,
+            seed,
+            isa: None,
+        },
+    )
+    .unwrap();
+    let shingler = Shingler::new("word:3".parse().unwrap(), Normalization::default(), seed);
+    let mut reader = CorpusReader::open(input, &ReaderOptions::default()).unwrap();
+    let options = DedupOptions {
+        seed,
+        ..options.clone()
+    };
+    lshbench::dedup::run(
+        &mut reader,
+        &shingler,
+        kernel.as_ref(),
+        &options,
+        &lshbench::exec::Silent,
+    )
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn dedup_pairs_are_exact_pairs_with_exact_values_and_recall_follows_the_s_curve() {
     let dir = tempfile::tempdir().unwrap();
@@ -76,38 +95,49 @@ fn dedup_pairs_are_exact_pairs_with_exact_values_and_recall_follows_the_s_curve(
     let pairs = dir.path().join("pairs.csv");
     let clusters = dir.path().join("clusters.csv");
     let t = "0.5";
-    let cli = ExactCli::parse_from([
-        "exact",
-        "--input",
-        corpus.to_str().unwrap(),
-        "--shingle",
-        "word:3",
-        "--threshold",
-        t,
-        "--output",
-        truth.to_str().unwrap(),
-    ]);
-    lshbench::exact::run(&cli.args).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lshbench"))
+        .args([
+            "exact",
+            "--input",
+            corpus.to_str().unwrap(),
+            "--shingle",
+            "word:3",
+            "--threshold",
+            t,
+            "--output",
+            truth.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "lshbench exact: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // The scalar kernel: classic MinHash, whose slots match independently with probability J, so the S-curve
     // is the exact probability that a pair becomes a candidate.
-    run_dedup(&[
-        "--input",
-        corpus.to_str().unwrap(),
-        "--shingle",
-        "word:3",
-        "--kernel",
+    let report = run_dedup(
+        &corpus,
         "scalar",
-        "--bands",
-        "25",
-        "--rows",
-        "4",
-        "--threshold",
-        t,
-        "--pairs",
-        pairs.to_str().unwrap(),
-        "--clusters",
-        clusters.to_str().unwrap(),
-    ]);
+        &DedupOptions {
+            bands: Some(25),
+            rows: Some(4),
+            threshold: Some(t.parse().unwrap()),
+            outputs: DedupOutputs {
+                pairs: Some(pairs.clone()),
+                clusters: Some(clusters.clone()),
+                ..DedupOutputs::default()
+            },
+            ..DedupOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.outcome.config.verify, Verify::Exact);
+    assert!(
+        report
+            .summary()
+            .contains("verified (exact, similarity >= 0.5)")
+    );
     let exact = read_pairs(&truth);
     let found = read_pairs(&pairs);
     assert!(
@@ -171,30 +201,29 @@ fn saved_state_resumes_with_new_documents_and_refuses_other_parameters() {
     let p_all = dir.path().join("p_all.csv");
     let p1 = dir.path().join("p1.csv");
     let p2 = dir.path().join("p2.csv");
-    let common = [
-        "--shingle",
-        "word:3",
-        "--verify",
-        "estimate",
-        "--bands",
-        "42",
-        "--rows",
-        "3",
-    ];
-    let run = |input: &Path, out: &Path, extra: &[&str]| {
-        let mut args = vec![
-            "--input",
-            input.to_str().unwrap(),
-            "--pairs",
-            out.to_str().unwrap(),
-        ];
-        args.extend(common);
-        args.extend(extra);
-        run_dedup(&args);
+    let run = |input: &Path, out: &Path, load: Option<&Path>, save: Option<&Path>| {
+        run_dedup(
+            input,
+            "oph-opt",
+            &DedupOptions {
+                verify: Verify::Estimate,
+                bands: Some(42),
+                rows: Some(3),
+                load: load.map(Path::to_path_buf),
+                save: save.map(Path::to_path_buf),
+                outputs: DedupOutputs {
+                    pairs: Some(out.to_path_buf()),
+                    ..DedupOutputs::default()
+                },
+                ..DedupOptions::default()
+            },
+        )
+        .unwrap()
     };
-    run(&all, &p_all, &[]);
-    run(&part1, &p1, &["--save", state.to_str().unwrap()]);
-    run(&part2, &p2, &["--load", state.to_str().unwrap()]);
+    run(&all, &p_all, None, None);
+    run(&part1, &p1, None, Some(&state));
+    let resumed = run(&part2, &p2, Some(&state), None);
+    assert_eq!(resumed.outcome.loaded, first.len());
     // With estimate verification the pairs depend only on the signatures: the two halves together give
     // exactly the pairs of the whole.
     let whole = read_pairs(&p_all);
@@ -207,18 +236,24 @@ fn saved_state_resumes_with_new_documents_and_refuses_other_parameters() {
     assert_eq!(a, b);
     assert!(!a.is_empty());
     // Another kernel is refused with a message naming the difference.
-    let cli = DedupCli::parse_from([
-        "dedup",
-        "--input",
-        part2.to_str().unwrap(),
-        "--shingle",
-        "word:3",
-        "--kernel",
+    let err = run_dedup(
+        &part2,
         "simd",
-        "--load",
-        state.to_str().unwrap(),
-    ]);
-    let err = lshbench::dedup::run(&cli.args).unwrap_err().to_string();
+        &DedupOptions {
+            load: Some(state.clone()),
+            ..DedupOptions::default()
+        },
+    )
+    .err()
+    .expect("a state from another kernel is refused");
+    assert!(
+        matches!(
+            err,
+            DedupError::State(lshbench::dedup::state::StateError::Incompatible { .. })
+        ),
+        "{err:?}"
+    );
+    let err = err.to_string();
     assert!(
         err.contains("kernel: state oph-opt, this run simd"),
         "{err}"

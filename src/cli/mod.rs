@@ -3,6 +3,8 @@
 //! calls take plain option structs and return values and reports.
 
 pub mod args;
+pub mod dedup;
+pub mod sketch;
 pub mod term;
 
 use clap::{Parser, Subcommand};
@@ -27,7 +29,7 @@ pub enum Command {
     /// CPU features seen, the instruction set each kernel runs on, the kernels available.
     Info,
     /// Read a corpus, shingle and sign every document, write the signatures (CSV or NPY).
-    Sketch(crate::sketch::SketchArgs),
+    Sketch(sketch::SketchArgs),
     /// Write a seeded synthetic corpus with planted near-duplicate clusters and its ground truth.
     Gen(crate::corpus::synth::GenArgs),
     /// Which (b, r)? Every banding with b*r <= k against recall and false-positive targets.
@@ -37,7 +39,7 @@ pub enum Command {
     /// Exact all-pairs Jaccard join (prefix filtering, multi-threaded): ground truth for dedup.
     Exact(Box<crate::exact::ExactArgs>),
     /// Near-duplicate pairs and groups: read, shingle, sign, band, verify, group.
-    Dedup(Box<crate::dedup::DedupArgs>),
+    Dedup(Box<dedup::DedupArgs>),
     /// Run an experiment config (TOML): sweeps to CSV, markdown and plots under results/, with self-checks.
     Run(crate::experiment::RunArgs),
 }
@@ -58,12 +60,12 @@ pub fn main() -> ExitCode {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Info => info(),
-        Command::Sketch(args) => crate::sketch::run(&args),
+        Command::Sketch(args) => sketch::run(&args),
         Command::Gen(args) => crate::corpus::synth::run(&args),
         Command::Tune(args) => crate::lsh::tune::run(&args),
         Command::Scurve(args) => crate::lsh::scurve::run(&args),
         Command::Exact(args) => crate::exact::run(&args),
-        Command::Dedup(args) => crate::dedup::run(&args),
+        Command::Dedup(args) => dedup::run(&args),
         Command::Run(args) => crate::experiment::run(&args),
     }
 }

@@ -16,24 +16,151 @@
 //! checksum  u64       xxh3_64 of everything from `version` up to here
 //! ```
 
-use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 16] = b"LSHBENCH-STATE\0\0";
+/// The state format version this build reads and writes.
 pub const VERSION: u32 = 2;
+
+/// Why a state file could not be loaded, used or saved. Every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The file could not be opened or read.
+    #[error("reading state {}: {cause}", path.display())]
+    Read {
+        /// The state file.
+        path: PathBuf,
+        /// What the operating system said.
+        cause: std::io::Error,
+    },
+    /// The file does not start with the state magic bytes.
+    #[error("{} is not an lshbench state file (bad magic bytes)", path.display())]
+    NotState {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A state format version this build does not read.
+    #[error("{}: state format version {version}; this lshbench reads version {VERSION}", path.display())]
+    Version {
+        /// The state file.
+        path: PathBuf,
+        /// The version the file declares.
+        version: u32,
+    },
+    /// The stored checksum does not match the contents.
+    #[error("{}: checksum mismatch, the file is corrupt or truncated", path.display())]
+    Checksum {
+        /// The state file.
+        path: PathBuf,
+    },
+    /// The JSON header does not parse.
+    #[error("{}: unreadable header: {cause}", path.display())]
+    Header {
+        /// The state file.
+        path: PathBuf,
+        /// The JSON parser's complaint.
+        cause: serde_json::Error,
+    },
+    /// The file ends before the data its header announces.
+    #[error("{}: truncated state file", path.display())]
+    Truncated {
+        /// The state file.
+        path: PathBuf,
+    },
+    /// An id is not valid UTF-8.
+    #[error("{}: an id is not UTF-8: {cause}", path.display())]
+    IdNotUtf8 {
+        /// The state file.
+        path: PathBuf,
+        /// Where the bad bytes are.
+        cause: std::str::Utf8Error,
+    },
+    /// The header announces more signature slots than this machine can address.
+    #[error("size overflow")]
+    SizeOverflow,
+    /// Bytes are left over after the signatures.
+    #[error("{}: {extra} unexpected bytes after the signatures", path.display())]
+    Trailing {
+        /// The state file.
+        path: PathBuf,
+        /// How many bytes are left over.
+        extra: usize,
+    },
+    /// The state was made with other signature parameters than this run's.
+    #[error(
+        "{} was made with other signature parameters, so its signatures cannot be compared with this \
+         run's: {}",
+        path.display(),
+        differences.join("; ")
+    )]
+    Incompatible {
+        /// The state file.
+        path: PathBuf,
+        /// Each difference, as `what: state X, this run Y`.
+        differences: Vec<String>,
+    },
+    /// An id too long for the format's u32 length prefix.
+    #[error("an id longer than 4 GiB: {cause}")]
+    IdTooLong {
+        /// The conversion's complaint.
+        cause: std::num::TryFromIntError,
+    },
+    /// The state file (or its temporary twin) could not be created.
+    #[error("creating {}: {cause}", path.display())]
+    Create {
+        /// The file that could not be created.
+        path: PathBuf,
+        /// What the operating system said.
+        cause: std::io::Error,
+    },
+    /// Writing the state failed part-way (the temporary file is left behind, the target is untouched).
+    #[error("writing {}: {cause}", path.display())]
+    Write {
+        /// The file being written.
+        path: PathBuf,
+        /// What the operating system said.
+        cause: std::io::Error,
+    },
+}
 
 /// What made the signatures. A state is only usable by a run with the same values.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateParams {
+    /// The kernel's registry name.
     pub kernel: String,
+    /// k, slots per signature.
     pub num_perm: usize,
+    /// The seed of the kernel and the shingle hash.
     pub seed: u64,
+    /// The shingle kind, as `char:5` etc.
     pub shingle: String,
+    /// Normalisation: lowercase.
     pub lowercase: bool,
+    /// Normalisation: collapse whitespace.
     pub collapse_whitespace: bool,
+    /// Normalisation: strip punctuation.
     pub strip_punctuation: bool,
+}
+
+impl StateParams {
+    /// The parameters of signatures made by `kernel` over `shingler`'s windows, both seeded with `seed`.
+    pub fn new(
+        kernel: &dyn crate::kernel::Kernel,
+        shingler: &crate::shingle::Shingler,
+        seed: u64,
+    ) -> Self {
+        StateParams {
+            kernel: kernel.name().to_string(),
+            num_perm: kernel.num_perm(),
+            seed,
+            shingle: shingler.kind.to_string(),
+            lowercase: shingler.normalization.lowercase,
+            collapse_whitespace: shingler.normalization.collapse_whitespace,
+            strip_punctuation: shingler.normalization.strip_punctuation,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -47,68 +174,85 @@ struct Header {
 /// Documents with their signatures.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct State {
+    /// What made the signatures.
     pub params: StateParams,
+    /// Document ids, in order.
     pub ids: Vec<String>,
+    /// Whether each document's shingle set was empty.
     pub empty: Vec<bool>,
     /// `ids.len() * num_perm` slots.
     pub signatures: Vec<u32>,
 }
 
 impl State {
-    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+    /// Writes the state to `path` (see [`save_parts`]).
+    pub fn save(&self, path: &Path) -> Result<(), StateError> {
         save_parts(path, &self.params, &self.ids, &self.empty, &self.signatures)
     }
 
-    pub fn load(path: &Path) -> anyhow::Result<State> {
-        let name = path.display();
+    /// Reads a state file, checking its magic bytes, version and checksum.
+    pub fn load(path: &Path) -> Result<State, StateError> {
+        let file = || path.to_path_buf();
         let mut bytes = Vec::new();
         std::fs::File::open(path)
             .and_then(|mut f| f.read_to_end(&mut bytes))
-            .with_context(|| format!("reading state {name}"))?;
+            .map_err(|cause| StateError::Read {
+                path: file(),
+                cause,
+            })?;
         if bytes.len() < 16 + 8 + 8 || &bytes[..16] != MAGIC {
-            bail!("{name} is not an lshbench state file (bad magic bytes)");
+            return Err(StateError::NotState { path: file() });
         }
         let body = &bytes[16..bytes.len() - 8];
         let stored = u64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap());
         let mut cur = Cursor {
             buf: body,
             pos: 0,
-            name: &name.to_string(),
+            path,
         };
         let version = cur.u32()?;
         if version != VERSION {
-            bail!("{name}: state format version {version}; this lshbench reads version {VERSION}");
+            return Err(StateError::Version {
+                path: file(),
+                version,
+            });
         }
         if xxhash_rust::xxh3::xxh3_64(body) != stored {
-            bail!("{name}: checksum mismatch, the file is corrupt or truncated");
+            return Err(StateError::Checksum { path: file() });
         }
         let hlen = cur.u32()? as usize;
-        let header: Header = serde_json::from_slice(cur.take(hlen)?)
-            .with_context(|| format!("{name}: unreadable header"))?;
-        let n = usize::try_from(header.documents)?;
+        let header: Header =
+            serde_json::from_slice(cur.take(hlen)?).map_err(|cause| StateError::Header {
+                path: file(),
+                cause,
+            })?;
+        let n = usize::try_from(header.documents).map_err(|_| StateError::SizeOverflow)?;
         let k = header.params.num_perm;
         let mut ids = Vec::with_capacity(n);
         for _ in 0..n {
             let len = cur.u32()? as usize;
-            let id = std::str::from_utf8(cur.take(len)?)
-                .with_context(|| format!("{name}: an id is not UTF-8"))?;
+            let id =
+                std::str::from_utf8(cur.take(len)?).map_err(|cause| StateError::IdNotUtf8 {
+                    path: file(),
+                    cause,
+                })?;
             ids.push(id.to_string());
         }
         let empty = cur.take(n)?.iter().map(|&b| b != 0).collect();
         let sig_bytes = cur.take(
             n.checked_mul(k)
                 .and_then(|x| x.checked_mul(4))
-                .context("size overflow")?,
+                .ok_or(StateError::SizeOverflow)?,
         )?;
         let signatures = sig_bytes
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
             .collect();
         if cur.pos != body.len() {
-            bail!(
-                "{name}: {} unexpected bytes after the signatures",
-                body.len() - cur.pos
-            );
+            return Err(StateError::Trailing {
+                path: file(),
+                extra: body.len() - cur.pos,
+            });
         }
         Ok(State {
             params: header.params,
@@ -119,7 +263,7 @@ impl State {
     }
 
     /// Refuses a state made with other parameters, naming each difference.
-    pub fn check_compatible(&self, run: &StateParams, path: &Path) -> anyhow::Result<()> {
+    pub fn check_compatible(&self, run: &StateParams, path: &Path) -> Result<(), StateError> {
         let s = &self.params;
         let mut diffs = Vec::new();
         let mut diff = |what: &str, saved: String, now: String| {
@@ -151,12 +295,10 @@ impl State {
             run.strip_punctuation.to_string(),
         );
         if !diffs.is_empty() {
-            bail!(
-                "{} was made with other signature parameters, so its signatures cannot be compared with this \
-                 run's: {}",
-                path.display(),
-                diffs.join("; ")
-            );
+            return Err(StateError::Incompatible {
+                path: path.to_path_buf(),
+                differences: diffs,
+            });
         }
         Ok(())
     }
@@ -165,20 +307,22 @@ impl State {
 struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
-    name: &'a str,
+    path: &'a Path,
 }
 
 impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> anyhow::Result<&'a [u8]> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], StateError> {
         if self.buf.len() - self.pos < n {
-            bail!("{}: truncated state file", self.name);
+            return Err(StateError::Truncated {
+                path: self.path.to_path_buf(),
+            });
         }
         let out = &self.buf[self.pos..self.pos + n];
         self.pos += n;
         Ok(out)
     }
 
-    fn u32(&mut self) -> anyhow::Result<u32> {
+    fn u32(&mut self) -> Result<u32, StateError> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
 }
@@ -192,19 +336,25 @@ pub fn save_parts(
     ids: &[String],
     empty: &[bool],
     signatures: &[u32],
-) -> anyhow::Result<()> {
+) -> Result<(), StateError> {
     let n = ids.len();
     assert_eq!(empty.len(), n);
     assert_eq!(signatures.len(), n * params.num_perm);
+    for id in ids {
+        u32::try_from(id.len()).map_err(|cause| StateError::IdTooLong { cause })?;
+    }
     let header = serde_json::to_vec(&Header {
         params: params.clone(),
         documents: n as u64,
         written_by: format!("lshbench {}", env!("CARGO_PKG_VERSION")),
-    })?;
+    })
+    .expect("a header of strings, numbers and booleans serialises");
     let tmp = path.with_extension("tmp-lshbench");
-    {
-        let file =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let file = std::fs::File::create(&tmp).map_err(|cause| StateError::Create {
+        path: tmp.clone(),
+        cause,
+    })?;
+    let write = || -> std::io::Result<()> {
         let mut f = std::io::BufWriter::with_capacity(1 << 20, file);
         f.write_all(MAGIC)?;
         // Everything from the version on goes through the hasher as well as to the file.
@@ -216,8 +366,8 @@ pub fn save_parts(
         body.write_all(&(header.len() as u32).to_le_bytes())?;
         body.write_all(&header)?;
         for id in ids {
-            let len = u32::try_from(id.len()).context("an id longer than 4 GiB")?;
-            body.write_all(&len.to_le_bytes())?;
+            // Checked above: every length fits.
+            body.write_all(&(id.len() as u32).to_le_bytes())?;
             body.write_all(id.as_bytes())?;
         }
         let flags: Vec<u8> = empty.iter().map(|&e| e as u8).collect();
@@ -228,10 +378,16 @@ pub fn save_parts(
         }
         let checksum = body.hasher.digest();
         f.write_all(&checksum.to_le_bytes())?;
-        f.flush()?;
-    }
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+        f.flush()
+    };
+    write().map_err(|cause| StateError::Write {
+        path: tmp.clone(),
+        cause,
+    })?;
+    std::fs::rename(&tmp, path).map_err(|cause| StateError::Write {
+        path: path.to_path_buf(),
+        cause,
+    })
 }
 
 /// A writer that also feeds what it writes to an xxh3 hasher (whose digest equals the one-shot `xxh3_64`).

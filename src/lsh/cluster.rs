@@ -79,7 +79,8 @@ impl UnionFind {
 }
 
 /// How groups are formed from verified pairs.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum GroupMode {
     /// Connected components (union-find): chains may link documents that share nothing.
     #[default]

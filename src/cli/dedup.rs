@@ -1,0 +1,118 @@
+//! `lshbench dedup`: flags, thread pool, progress bar and summary around [`crate::dedup::run`].
+
+use crate::cli::args::{KernelArgs, ReaderArgs, ShingleArgs};
+use crate::cli::term::Bar;
+use crate::dedup::{self, DedupOptions, DedupOutputs, Verify};
+use crate::lsh::cluster::GroupMode;
+use crate::lsh::index;
+use std::path::PathBuf;
+
+/// `lshbench dedup`: near-duplicate pairs and groups of a corpus.
+#[derive(clap::Args, Debug, Clone)]
+#[command(mut_arg("kernel", |a| a.default_value("oph-opt")))]
+pub struct DedupArgs {
+    /// The corpus and how to read it.
+    #[command(flatten)]
+    pub reader: ReaderArgs,
+    /// Shingle kind and normalisation.
+    #[command(flatten)]
+    pub shingle: ShingleArgs,
+    /// The signature kernel, k, the seed and the instruction set.
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+    /// Number of bands b (with --rows). Without both, --threshold picks (b, r) by the default rule.
+    #[arg(long)]
+    pub bands: Option<usize>,
+    /// Rows per band r (with --bands).
+    #[arg(long)]
+    pub rows: Option<usize>,
+    /// Similarity threshold in (0, 1] for verification [default: 0.5]. Alone, it also picks (b, r): the banding
+    /// with P(threshold) >= 0.99 and the smallest P(threshold/2).
+    #[arg(long)]
+    pub threshold: Option<f64>,
+    /// How candidates are confirmed: exact shingle Jaccard, the signature estimate, or none.
+    #[arg(long, value_enum, default_value_t = Verify::Exact)]
+    pub verify: Verify,
+    /// Grouping: connected components, or `center` (every member has a verified pair with its group's centre).
+    #[arg(long, value_enum, default_value_t = GroupMode::Components)]
+    pub groups: GroupMode,
+    /// Write the verified pairs as CSV (id_a,id_b,estimate,jaccard,verified_by).
+    #[arg(long, value_name = "CSV")]
+    pub pairs: Option<PathBuf>,
+    /// Write group membership as CSV (group,id,size,center,is_center,similarity_to_center).
+    #[arg(long, value_name = "CSV")]
+    pub clusters: Option<PathBuf>,
+    /// Write one row per group as CSV: size, centre, edge and member-pair similarity, chaining counts.
+    #[arg(long, value_name = "CSV")]
+    pub group_report: Option<PathBuf>,
+    /// Write the kept corpus as JSONL {"id","text"}: every document read that is not removed as a duplicate
+    /// (singletons, empty documents and each group's centre), in input order.
+    #[arg(long, value_name = "JSONL")]
+    pub kept: Option<PathBuf>,
+    /// Buckets (and classes of identical signatures) larger than this are enumerated as a star; the pairs left
+    /// out are counted in the summary.
+    #[arg(long, default_value_t = index::DEFAULT_BUCKET_CAP)]
+    pub bucket_cap: usize,
+    /// Stop with an error when banding emits more candidate pairs than this (counted once per band): a guard
+    /// against an S-curve far too permissive for the corpus, which would otherwise exhaust memory.
+    #[arg(long, default_value_t = dedup::DEFAULT_MAX_CANDIDATES)]
+    pub max_candidates: u64,
+    /// Member pairs examined per group for the chaining columns; larger groups are sampled (seeded).
+    #[arg(long, default_value_t = dedup::DEFAULT_PAIR_BUDGET)]
+    pub pair_budget: usize,
+    /// Load signatures from a saved state first; only pairs involving a newly read document are reported.
+    #[arg(long, value_name = "STATE")]
+    pub load: Option<PathBuf>,
+    /// Save the signatures of every document (loaded and new) for a later --load.
+    #[arg(long, value_name = "STATE")]
+    pub save: Option<PathBuf>,
+    /// Worker threads (default: all logical CPUs).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl DedupArgs {
+    /// The library options these flags describe.
+    pub fn options(&self) -> DedupOptions {
+        DedupOptions {
+            bands: self.bands,
+            rows: self.rows,
+            threshold: self.threshold,
+            verify: self.verify,
+            groups: self.groups,
+            bucket_cap: self.bucket_cap,
+            max_candidates: self.max_candidates,
+            pair_budget: self.pair_budget,
+            seed: self.kernel.seed,
+            load: self.load.clone(),
+            save: self.save.clone(),
+            outputs: DedupOutputs {
+                pairs: self.pairs.clone(),
+                clusters: self.clusters.clone(),
+                group_report: self.group_report.clone(),
+                kept: self.kept.clone(),
+            },
+        }
+    }
+}
+
+/// Runs `lshbench dedup` on a pool of `--threads` workers: writes the outputs and prints the summary on stdout.
+pub fn run(args: &DedupArgs) -> anyhow::Result<()> {
+    let pool = crate::exec::thread_pool(args.threads)?;
+    let kernel = args.kernel.build()?;
+    let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
+    let mut reader = args.reader.open()?;
+    let bar = Bar::new("reading and signing");
+    let report = pool.install(|| {
+        dedup::run(
+            &mut reader,
+            &shingler,
+            kernel.as_ref(),
+            &args.options(),
+            &bar,
+        )
+    })?;
+    bar.finish();
+    print!("{}", report.summary());
+    Ok(())
+}

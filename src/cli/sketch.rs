@@ -1,0 +1,42 @@
+//! `lshbench sketch`: flags, thread pool, progress bar and summary around [`crate::sketch::sketch`].
+
+use crate::cli::args::{KernelArgs, ReaderArgs, ShingleArgs};
+use crate::cli::term::Bar;
+use crate::sketch::SignatureWriter;
+use std::path::PathBuf;
+
+/// The flags of `lshbench sketch`.
+#[derive(clap::Args, Debug)]
+pub struct SketchArgs {
+    /// The corpus and how to read it.
+    #[command(flatten)]
+    pub reader: ReaderArgs,
+    /// Shingle kind and normalisation.
+    #[command(flatten)]
+    pub shingle: ShingleArgs,
+    /// The signature kernel, k, the seed and the instruction set.
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+    /// Where to write the signatures: `.csv` (columns id,h0,...,h{k-1}) or `.npy` (an n x k uint32 array, with
+    /// the ids in `<stem>.ids.csv` beside it). An empty document's row is all 4294967295.
+    #[arg(long, short)]
+    pub output: PathBuf,
+    /// Worker threads (default: every logical CPU). The output is identical for any value.
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// Runs `lshbench sketch`: writes the signatures and prints the summary on stderr.
+pub fn run(args: &SketchArgs) -> anyhow::Result<()> {
+    let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
+    let kernel = args.kernel.build()?;
+    let pool = crate::exec::thread_pool(args.threads)?;
+    let mut reader = args.reader.open()?;
+    let output = SignatureWriter::create(&args.output, kernel.num_perm())?;
+    let bar = Bar::new("sketching");
+    let report = pool
+        .install(|| crate::sketch::sketch(&mut reader, &shingler, kernel.as_ref(), output, &bar))?;
+    bar.finish();
+    eprint!("{}", report.summary());
+    Ok(())
+}
