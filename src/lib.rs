@@ -5,15 +5,18 @@
 //!
 //! | layer | modules | what |
 //! |---|---|---|
-//! | 0 | [`arch`], [`hash`], [`machine`], [`exec`] | instruction-set detection and dispatch tokens; mixers; the machine; threads and progress |
-//! | 1 | [`window`], [`corpus`] | the window stream and the one definition of a window's id; readers and generators |
-//! | 2 | [`shingle`], [`kernel`] | text to windows; ids to signatures (the registry) |
-//! | 3 | [`lsh`] | S-curve theory, tuning, banding, union-find groups |
-//! | 4 | [`pipeline`] | the only module that knows both a shingler and a kernel |
-//! | 5 | [`exact`], [`sketch`] | exact Jaccard ground truth; signatures of a corpus to files |
-//! | 6 | [`dedup`] | the end-to-end job |
-//! | 7 | [`experiment`] | the research harness |
-//! | 8 | `cli` (feature `cli`) | flags, printing, progress bars |
+//! | 0 | [`hash`], [`machine`] | mixers and their constants; the machine a result came from |
+//! | 1 | [`arch`], [`exec`] | instruction-set detection, dispatch and tokens; the thread pool and the progress hook |
+//! | 2 | [`window`], [`corpus`] | the window stream and the one definition of a window's id; readers and generators |
+//! | 3 | [`shingle`], [`kernel`] | text to windows; ids to signatures (the registry) |
+//! | 4 | [`lsh`] | S-curve theory, tuning, banding, union-find groups |
+//! | 5 | [`pipeline`] | the only module that knows both a shingler and a kernel |
+//! | 6 | [`exact`], [`sketch`] | exact Jaccard ground truth; signatures of a corpus to files |
+//! | 7 | [`dedup`] | the end-to-end job |
+//! | 8 | [`experiment`] | the research harness |
+//! | 9 | `cli` (feature `cli`) | flags, printing, progress bars |
+//!
+//! Two modules on one layer do not import each other.
 
 pub mod arch;
 #[cfg(feature = "cli")]
