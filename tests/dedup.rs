@@ -18,7 +18,7 @@ struct DedupCli {
 #[derive(Parser)]
 struct ExactCli {
     #[command(flatten)]
-    args: lshbench::exact::ExactArgs,
+    args: lshbench::cli::exact::ExactArgs,
 }
 
 fn write_corpus(path: &Path, docs: usize, seed: u64) {
@@ -87,7 +87,7 @@ fn dedup_pairs_are_exact_pairs_with_exact_values_and_recall_follows_the_s_curve(
         "--output",
         truth.to_str().unwrap(),
     ]);
-    lshbench::exact::run(&cli.args).unwrap();
+    lshbench::cli::exact::run(&cli.args).unwrap();
     // The scalar kernel: classic MinHash, whose slots match independently with probability J, so the S-curve
     // is the exact probability that a pair becomes a candidate.
     run_dedup(&[
