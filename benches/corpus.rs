@@ -81,7 +81,7 @@ fn generator(c: &mut Criterion) {
     let make = |gzip: bool| {
         let mut out = Vec::with_capacity(40 << 20);
         let (_, text_bytes) = pool
-            .install(|| write_corpus(&config, &mut out, gzip, |_| {}))
+            .install(|| write_corpus(&config, &mut out, gzip, &lshbench::exec::Silent))
             .unwrap();
         (out, text_bytes)
     };

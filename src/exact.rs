@@ -3,10 +3,15 @@
 //! first; if J(x, y) >= t then the first |x| - ceil(t|x|) + 1 tokens of x and the first |y| - ceil(t|y|) + 1 of y
 //! share a token. A length filter (J <= |x|/|y|) prunes the rest. Probing runs in parallel over documents; each
 //! pair is found once, from its shorter member, and the output is sorted.
-//! Also `lshbench exact`.
+//! Also the library side of `lshbench exact`: read and shingle a corpus, join it, write the pairs.
 
+use crate::corpus::{CorpusReader, ReadError, ReadStats};
+use crate::exec::Progress;
+use crate::lsh::scurve::{BandingError, check_threshold};
+use crate::shingle::Shingler;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
+use std::path::{Path, PathBuf};
 
 /// Intersection size of two sorted, deduplicated slices.
 pub fn intersection_size<T: Ord + Copy>(a: &[T], b: &[T]) -> usize {
@@ -55,7 +60,7 @@ pub fn jaccard<T: Ord + Copy>(a: &[T], b: &[T]) -> f64 {
 }
 
 /// The shingle set of `text` (sorted, deduplicated ids), equal to [`crate::shingle::Shingler::set`].
-pub fn shingle_set(shingler: &crate::shingle::Shingler, text: &str) -> Vec<u64> {
+pub fn shingle_set(shingler: &Shingler, text: &str) -> Vec<u64> {
     let mut ids = shingler.set(text);
     ids.shrink_to_fit();
     ids
@@ -227,54 +232,79 @@ pub fn all_pairs_brute_force(sets: &[Vec<u64>], threshold: f64) -> Vec<SimilarPa
     out
 }
 
-/// Writes pairs as CSV `id_a,id_b,jaccard`.
+/// Why [`join_corpus`] or [`write_pairs_csv`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExactError {
+    /// The corpus could not be read.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The threshold is outside (0, 1].
+    #[error(transparent)]
+    Threshold(#[from] BandingError),
+    /// The output file could not be created.
+    #[error("creating {}: {cause}", file.display())]
+    Create {
+        /// The file.
+        file: PathBuf,
+        /// The cause (in the message, not exposed as a source).
+        cause: csv::Error,
+    },
+    /// Writing the output file failed.
+    #[error("writing {}: {cause}", file.display())]
+    Write {
+        /// The file.
+        file: PathBuf,
+        /// The cause (in the message, not exposed as a source).
+        cause: csv::Error,
+    },
+}
+
+/// Writes pairs as CSV `id_a,id_b,jaccard` (J with 6 decimals), `ids` giving each position's id.
 pub fn write_pairs_csv(
-    path: &std::path::Path,
+    path: &Path,
     ids: &[String],
     pairs: &[SimilarPair],
-) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let mut w =
-        csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))?;
-    w.write_record(["id_a", "id_b", "jaccard"])?;
+) -> Result<(), ExactError> {
+    let mut w = csv::Writer::from_path(path).map_err(|cause| ExactError::Create {
+        file: path.to_path_buf(),
+        cause,
+    })?;
+    let failed = |cause| ExactError::Write {
+        file: path.to_path_buf(),
+        cause,
+    };
+    w.write_record(["id_a", "id_b", "jaccard"])
+        .map_err(failed)?;
     for p in pairs {
         w.write_record([
             ids[p.a as usize].as_str(),
             ids[p.b as usize].as_str(),
             &format!("{:.6}", p.jaccard),
-        ])?;
+        ])
+        .map_err(failed)?;
     }
-    w.flush()?;
+    w.flush().map_err(|e| failed(e.into()))?;
     Ok(())
 }
 
-/// `lshbench exact`: every pair with exact Jaccard >= threshold (ground truth for `dedup`).
-#[derive(clap::Args, Debug, Clone)]
-pub struct ExactArgs {
-    #[command(flatten)]
-    pub reader: crate::cli::args::ReaderArgs,
-    #[command(flatten)]
-    pub shingle: crate::cli::args::ShingleArgs,
-    /// Seed of the shingle hash (use the same as `dedup --seed` for identical shingle ids).
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// Report pairs with exact Jaccard at least this, in (0, 1].
-    #[arg(long, default_value_t = 0.5)]
-    pub threshold: f64,
-    /// Output CSV `id_a,id_b,jaccard` (ids in input order within a pair; rows sorted by input position).
-    #[arg(long, value_name = "CSV")]
-    pub output: std::path::PathBuf,
-    /// Worker threads (default: all logical CPUs).
-    #[arg(long)]
-    pub threads: Option<usize>,
+/// A corpus read and shingled: ids and shingle sets in input order, and the reader's counts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CorpusSets {
+    /// Each document's id.
+    pub ids: Vec<String>,
+    /// Each document's shingle set (sorted, deduplicated).
+    pub sets: Vec<Vec<u64>>,
+    /// What the reader counted (records, rejections, replaced UTF-8).
+    pub stats: ReadStats,
 }
 
-/// Reads a corpus and returns its ids and shingle sets (sorted, deduplicated), shingling in parallel batches.
+/// Reads the rest of `corpus` and shingles every document, in parallel batches on the current rayon pool;
+/// `progress` counts the documents read.
 pub fn read_sets(
-    reader: &crate::cli::args::ReaderArgs,
-    shingler: &crate::shingle::Shingler,
-) -> anyhow::Result<(Vec<String>, Vec<Vec<u64>>, crate::corpus::ReadStats)> {
-    let mut corpus = reader.open()?;
+    corpus: &mut CorpusReader,
+    shingler: &Shingler,
+    progress: &dyn Progress,
+) -> Result<CorpusSets, ReadError> {
     let (mut ids, mut sets) = (Vec::new(), Vec::new());
     loop {
         let mut batch = Vec::with_capacity(crate::pipeline::BATCH_DOCS);
@@ -288,43 +318,59 @@ pub fn read_sets(
             .par_iter()
             .map(|d| shingle_set(shingler, &d.text))
             .collect();
+        progress.inc(batch.len() as u64);
         ids.extend(batch.into_iter().map(|d| d.id));
         sets.extend(batch_sets);
     }
-    Ok((ids, sets, corpus.stats().clone()))
+    Ok(CorpusSets {
+        ids,
+        sets,
+        stats: corpus.stats().clone(),
+    })
 }
 
-pub fn run(args: &ExactArgs) -> anyhow::Result<()> {
-    let go = || -> anyhow::Result<()> {
-        let t = crate::lsh::scurve::check_threshold(args.threshold)?;
-        let t0 = std::time::Instant::now();
-        let shingler = args.shingle.shingler(args.seed, None)?;
-        let (ids, sets, stats) = read_sets(&args.reader, &shingler)?;
-        let t_read = t0.elapsed().as_secs_f64();
-        let pairs = all_pairs(&sets, t);
-        let t_join = t0.elapsed().as_secs_f64() - t_read;
-        write_pairs_csv(&args.output, &ids, &pairs)?;
-        let empty = sets.iter().filter(|s| s.is_empty()).count();
-        println!("{}", stats.report());
-        println!(
-            "documents: {}, {empty} empty (never paired); pairs with J >= {t}: {}",
-            ids.len(),
-            pairs.len()
-        );
-        println!(
-            "time: read+shingle {t_read:.3} s, join {t_join:.3} s, total {:.3} s",
-            t0.elapsed().as_secs_f64()
-        );
-        Ok(())
-    };
-    match args.threads {
-        Some(0) => anyhow::bail!("--threads must be at least 1"),
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build()?
-            .install(go),
-        None => go(),
-    }
+/// What [`join_corpus`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExactJoin {
+    /// Each document's id, in input order.
+    pub ids: Vec<String>,
+    /// Every pair with J >= the threshold, sorted by (a, b) (positions into `ids`).
+    pub pairs: Vec<SimilarPair>,
+    /// What the reader counted.
+    pub stats: ReadStats,
+    /// Documents with an empty shingle set (never paired).
+    pub empty: usize,
+    /// Seconds spent reading and shingling.
+    pub read_seconds: f64,
+    /// Seconds spent in the join.
+    pub join_seconds: f64,
+}
+
+/// The exact join of a corpus: reads and shingles the rest of `corpus` ([`read_sets`]), then finds every
+/// pair with J >= `threshold` ([`all_pairs`]), on the current rayon pool. Fails on a threshold outside (0, 1]
+/// (before reading) or a read error.
+pub fn join_corpus(
+    corpus: &mut CorpusReader,
+    shingler: &Shingler,
+    threshold: f64,
+    progress: &dyn Progress,
+) -> Result<ExactJoin, ExactError> {
+    let t = check_threshold(threshold)?;
+    let t0 = std::time::Instant::now();
+    let CorpusSets { ids, sets, stats } = read_sets(corpus, shingler, progress)?;
+    let read_seconds = t0.elapsed().as_secs_f64();
+    progress.stage("joining");
+    let pairs = all_pairs(&sets, t);
+    let join_seconds = t0.elapsed().as_secs_f64() - read_seconds;
+    let empty = sets.iter().filter(|s| s.is_empty()).count();
+    Ok(ExactJoin {
+        ids,
+        pairs,
+        stats,
+        empty,
+        read_seconds,
+        join_seconds,
+    })
 }
 
 #[cfg(test)]
@@ -424,6 +470,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn join_corpus_reads_shingles_joins_and_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("c.txt");
+        std::fs::write(
+            &input,
+            "the quick brown fox jumps\nthe quick brown fox jumps over\n\nsomething else entirely\n",
+        )
+        .unwrap();
+        let shingler = Shingler::new(crate::shingle::ShingleKind::Word(2), Default::default(), 42);
+        let open = || CorpusReader::open(&input, &Default::default()).unwrap();
+        let err = join_corpus(&mut open(), &shingler, 0.0, &crate::exec::Silent).unwrap_err();
+        assert_eq!(err.to_string(), "threshold 0 is outside (0, 1]");
+        let join = join_corpus(&mut open(), &shingler, 0.5, &crate::exec::Silent).unwrap();
+        assert_eq!(join.ids, ["0", "1", "2", "3"]);
+        assert_eq!(join.empty, 1);
+        assert_eq!(join.stats.documents, 4);
+        assert_eq!(join.pairs.len(), 1);
+        assert_eq!((join.pairs[0].a, join.pairs[0].b), (0, 1));
+        let out = dir.path().join("pairs.csv");
+        write_pairs_csv(&out, &join.ids, &join.pairs).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "id_a,id_b,jaccard\n0,1,0.800000\n"
+        );
+        let bad = dir.path().join("no/such/dir.csv");
+        let err = write_pairs_csv(&bad, &join.ids, &join.pairs).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("creating {}: ", bad.display())),
+            "{err}"
+        );
+        assert!(std::error::Error::source(&err).is_none());
     }
 
     #[test]

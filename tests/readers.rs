@@ -438,6 +438,18 @@ fn gzip_is_detected_by_magic_bytes_and_concatenated_members_are_read() {
         .err()
         .expect("error");
     assert!(err.to_string().contains("not gzip"), "{err}");
+    // The cause is in the message once and not also a source, so an error chain does not repeat it.
+    assert!(std::error::Error::source(&err).is_none(), "{err:?}");
+    let missing = dir.path().join("missing.jsonl");
+    let err = CorpusReader::open(&missing, &ReaderOptions::default())
+        .err()
+        .expect("error");
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!("{}: ", missing.display())),
+        "{text}"
+    );
+    assert!(std::error::Error::source(&err).is_none(), "{err:?}");
     // A gzip stream truncated inside either member is an I/O error naming the file.
     for cut in [first_member - 4, first_member + 12] {
         let trunc = write(dir.path(), "trunc.jsonl.gz", &bytes[..cut]);

@@ -1,9 +1,7 @@
 //! The synthetic corpus generator: determinism (seed, thread count), requested counts and lengths, the truth
 //! file, edits actually applied, and the Zipf rank-frequency slope.
 
-use lshbench::corpus::synth::{
-    ClusterKind, GenArgs, GenConfig, Generator, Truth, generate, run, write_corpus,
-};
+use lshbench::corpus::synth::{ClusterKind, GenConfig, Generator, Truth, generate, write_corpus};
 use lshbench::corpus::{CorpusReader, Document, ReaderOptions};
 use std::collections::HashMap;
 
@@ -28,7 +26,7 @@ fn bytes_with_threads(config: &GenConfig, gzip: bool, threads: usize) -> Vec<u8>
         .build()
         .unwrap();
     let mut out = Vec::new();
-    pool.install(|| write_corpus(config, &mut out, gzip, |_| {}))
+    pool.install(|| write_corpus(config, &mut out, gzip, &lshbench::exec::Silent))
         .unwrap();
     out
 }
@@ -371,9 +369,11 @@ fn word_frequencies_follow_zipf_with_the_requested_exponent() {
     }
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn gen_command_writes_corpus_and_truth_files() {
     use clap::Parser;
+    use lshbench::cli::r#gen::{GenArgs, run};
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
@@ -439,4 +439,60 @@ fn gen_command_writes_corpus_and_truth_files() {
     ] {
         assert!(Generator::new(&bad).is_err());
     }
+}
+
+#[test]
+fn write_files_writes_the_corpus_and_truth_and_checks_the_config_before_creating_files() {
+    use lshbench::corpus::synth::{GenConfigError, GenError, default_truth_path, write_files};
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("w.jsonl.gz");
+    let truth = default_truth_path(&output);
+    assert_eq!(truth, dir.path().join("w.truth.csv"));
+    assert_eq!(
+        default_truth_path(std::path::Path::new("a/b.ndjson")),
+        std::path::Path::new("a/b.truth.csv")
+    );
+    let config = small(5);
+    let report = write_files(&config, &output, &truth, &lshbench::exec::Silent).unwrap();
+    assert_eq!(report.documents, config.docs);
+    let (docs, expected) = collect(&config);
+    assert_eq!(report.truth, expected);
+    assert_eq!(
+        report.text_bytes,
+        docs.iter().map(|d| d.text.len() as u64).sum::<u64>()
+    );
+    assert_eq!(
+        std::fs::read(&output).unwrap(),
+        bytes_with_threads(&config, true, 1)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&truth).unwrap(),
+        truth_csv(&expected)
+    );
+
+    // A plan that does not fit is refused before any file is created.
+    let too_many = GenConfig {
+        docs: 10,
+        dup_fraction: 0.9,
+        ..Default::default()
+    };
+    let fresh = dir.path().join("never.jsonl");
+    let err = write_files(&too_many, &fresh, &truth, &lshbench::exec::Silent).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GenError::Config(GenConfigError::TooManyMembers { docs: 10, .. })
+        ),
+        "{err:?}"
+    );
+    assert!(!fresh.exists());
+    // An I/O error names the file once and is not also a source.
+    let bad = dir.path().join("no/such/dir.jsonl");
+    let err = write_files(&config, &bad, &truth, &lshbench::exec::Silent).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with(&format!("creating {}: ", bad.display())),
+        "{err}"
+    );
+    assert!(std::error::Error::source(&err).is_none());
 }

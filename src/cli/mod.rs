@@ -4,8 +4,12 @@
 
 pub mod args;
 pub mod dedup;
+pub mod exact;
+pub mod r#gen;
+pub mod scurve;
 pub mod sketch;
 pub mod term;
+pub mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -31,13 +35,13 @@ pub enum Command {
     /// Read a corpus, shingle and sign every document, write the signatures (CSV or NPY).
     Sketch(sketch::SketchArgs),
     /// Write a seeded synthetic corpus with planted near-duplicate clusters and its ground truth.
-    Gen(crate::corpus::synth::GenArgs),
+    Gen(r#gen::GenArgs),
     /// Which (b, r)? Every banding with b*r <= k against recall and false-positive targets.
-    Tune(crate::lsh::tune::TuneArgs),
+    Tune(tune::TuneArgs),
     /// The S-curve P(s) = 1 - (1 - s^r)^b of one banding: table, threshold, steepest point.
-    Scurve(crate::lsh::scurve::ScurveArgs),
+    Scurve(scurve::ScurveArgs),
     /// Exact all-pairs Jaccard join (prefix filtering, multi-threaded): ground truth for dedup.
-    Exact(Box<crate::exact::ExactArgs>),
+    Exact(Box<exact::ExactArgs>),
     /// Near-duplicate pairs and groups: read, shingle, sign, band, verify, group.
     Dedup(Box<dedup::DedupArgs>),
     /// Run an experiment config (TOML): sweeps to CSV, markdown and plots under results/, with self-checks.
@@ -61,10 +65,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Info => info(),
         Command::Sketch(args) => sketch::run(&args),
-        Command::Gen(args) => crate::corpus::synth::run(&args),
-        Command::Tune(args) => crate::lsh::tune::run(&args),
-        Command::Scurve(args) => crate::lsh::scurve::run(&args),
-        Command::Exact(args) => crate::exact::run(&args),
+        Command::Gen(args) => r#gen::run(&args),
+        Command::Tune(args) => tune::run(&args),
+        Command::Scurve(args) => scurve::run(&args),
+        Command::Exact(args) => exact::run(&args),
         Command::Dedup(args) => dedup::run(&args),
         Command::Run(args) => crate::experiment::run(&args),
     }

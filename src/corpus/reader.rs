@@ -90,16 +90,25 @@ impl Default for ReaderOptions {
 /// A record-level problem (a line that is not JSON, a CSV row of the wrong width) has an empty `field`.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("{}: {source}", file.display())]
+    /// The file could not be opened or read. The cause is in the message, not exposed as a source (so an
+    /// error chain does not print it twice).
+    #[error("{}: {cause}", file.display())]
     Io {
+        /// The file.
         file: PathBuf,
-        source: std::io::Error,
+        /// What the operating system or the decompressor said.
+        cause: std::io::Error,
     },
+    /// A record is malformed.
     #[error("{}:{line}: {}{reason}", file.display(), field_prefix(field))]
     Malformed {
+        /// The file.
         file: PathBuf,
+        /// The 1-based line the record starts on.
         line: u64,
+        /// The offending field or column (empty for a record-level problem).
         field: String,
+        /// What is wrong.
         reason: String,
     },
 }
@@ -168,9 +177,9 @@ type Source = Box<dyn BufRead + Send>;
 /// Opens a file as a buffered byte stream, decompressing gzip (detected by the magic bytes `1f 8b`, which
 /// also covers a `.gz` extension; a `.gz` file without them is an error rather than silently read raw).
 fn open_source(path: &Path) -> Result<Source, ReadError> {
-    let io_err = |source| ReadError::Io {
+    let io_err = |cause| ReadError::Io {
         file: path.to_path_buf(),
-        source,
+        cause,
     };
     let file = File::open(path).map_err(io_err)?;
     let mut raw = BufReader::with_capacity(FILE_BUF, file);
@@ -340,9 +349,9 @@ impl CorpusReader {
                 json,
             } => loop {
                 buf.clear();
-                let n = src.read_until(b'\n', buf).map_err(|source| ReadError::Io {
+                let n = src.read_until(b'\n', buf).map_err(|cause| ReadError::Io {
                     file: self.path.clone(),
-                    source,
+                    cause,
                 })?;
                 if n == 0 {
                     return Ok(None);
@@ -373,9 +382,9 @@ impl CorpusReader {
                 text_col,
                 id_col,
             } => {
-                let Some(line) = rows.next_row().map_err(|source| ReadError::Io {
+                let Some(line) = rows.next_row().map_err(|cause| ReadError::Io {
                     file: self.path.clone(),
-                    source,
+                    cause,
                 })?
                 else {
                     return Ok(None);
@@ -421,9 +430,9 @@ impl CorpusReader {
                 buf.clear();
                 open_source(&full)?
                     .read_to_end(buf)
-                    .map_err(|source| ReadError::Io {
+                    .map_err(|cause| ReadError::Io {
                         file: full.clone(),
-                        source,
+                        cause,
                     })?;
                 // Ids use '/' whatever the platform, so they are the same everywhere.
                 let id = rel
@@ -840,9 +849,9 @@ fn open_delimited(
     let mut rows = RowReader::new(src, delimiter);
     let header_line = rows
         .next_row()
-        .map_err(|source| ReadError::Io {
+        .map_err(|cause| ReadError::Io {
             file: path.to_path_buf(),
-            source,
+            cause,
         })?
         .ok_or_else(|| ReadError::Malformed {
             file: path.to_path_buf(),
@@ -883,9 +892,9 @@ fn open_delimited(
 /// directories are not, so a link cycle cannot make the walk endless.
 fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
     let dir = root.join(rel);
-    let io_err = |source| ReadError::Io {
+    let io_err = |cause| ReadError::Io {
         file: dir.clone(),
-        source,
+        cause,
     };
     for entry in std::fs::read_dir(&dir).map_err(io_err)? {
         let entry = entry.map_err(io_err)?;

@@ -1,7 +1,7 @@
 //! S-curve theory for LSH banding: with b bands of r rows, two sets of Jaccard similarity s share at least one
 //! band with probability P(s) = 1 - (1 - s^r)^b (Mining of Massive Datasets, ch. 3). Its landmarks, a root finder
 //! for any crossing probability, and what a histogram of pair similarities predicts (expected candidates and
-//! recall). Also `lshbench scurve`.
+//! recall). Also the report of `lshbench scurve`.
 
 use std::fmt;
 
@@ -210,27 +210,59 @@ impl SimilarityHistogram {
     }
 }
 
-/// `lshbench scurve`: the P(s) table of one banding and its landmarks.
-#[derive(clap::Args, Debug, Clone)]
-pub struct ScurveArgs {
+/// What `lshbench scurve` is asked: one banding, the step of its table, and crossing probabilities.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScurveOptions {
     /// Number of bands b.
-    #[arg(long, short = 'b')]
     pub bands: usize,
     /// Rows (signature slots) per band r.
-    #[arg(long, short = 'r')]
     pub rows: usize,
-    /// Signature length k, only to check b*r <= k (default: b*r).
-    #[arg(long)]
+    /// Signature length k, only to check b*r <= k (`None`: b*r).
     pub num_perm: Option<usize>,
-    /// Step of the similarity column of the table.
-    #[arg(long, default_value_t = 0.1)]
+    /// Step of the similarity column of the table, in (0, 1].
     pub step: f64,
-    /// Also print the similarity at which P crosses each of these probabilities (comma separated).
-    #[arg(long, value_delimiter = ',', default_values_t = [0.01, 0.5, 0.99])]
+    /// Probabilities whose crossing similarity is reported.
     pub crossings: Vec<f64>,
 }
 
-/// The text `lshbench scurve` prints.
+/// Why S-curve options were refused. The messages name the `lshbench scurve` flags.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ScurveError {
+    /// The banding itself was refused.
+    #[error(transparent)]
+    Banding(#[from] BandingError),
+    /// The table step is outside (0, 1].
+    #[error("--step {0} is outside (0, 1]")]
+    Step(f64),
+    /// A crossing probability is outside [0, 1].
+    #[error("--crossings: {0} is not a probability")]
+    Crossing(f64),
+}
+
+impl ScurveOptions {
+    /// The banding, checked against the signature length, after the step and crossings are checked.
+    pub fn banding(&self) -> Result<Banding, ScurveError> {
+        let num_perm = self
+            .num_perm
+            .unwrap_or(self.bands.saturating_mul(self.rows));
+        let banding = Banding::new(self.bands, self.rows, num_perm)?;
+        if !(self.step > 0.0 && self.step <= 1.0) {
+            return Err(ScurveError::Step(self.step));
+        }
+        if let Some(&p) = self.crossings.iter().find(|p| !(0.0..=1.0).contains(*p)) {
+            return Err(ScurveError::Crossing(p));
+        }
+        Ok(banding)
+    }
+
+    /// The text `lshbench scurve` prints ([`report`]), once the options are checked.
+    pub fn report(&self) -> Result<String, ScurveError> {
+        Ok(report(&self.banding()?, self.step, &self.crossings))
+    }
+}
+
+/// The text `lshbench scurve` prints: the banding's landmarks and its P(s) table. Unchecked: `step` must lie
+/// in (0, 1] (see [`ScurveOptions::report`]).
 pub fn report(banding: &Banding, step: f64, crossings: &[f64]) -> String {
     use std::fmt::Write;
     let mut out = String::new();
@@ -279,23 +311,6 @@ pub fn format_probability(p: f64) -> String {
     } else {
         format!("{p:.3e}")
     }
-}
-
-pub fn run(args: &ScurveArgs) -> anyhow::Result<()> {
-    let num_perm = args
-        .num_perm
-        .unwrap_or(args.bands.saturating_mul(args.rows));
-    let banding = Banding::new(args.bands, args.rows, num_perm)?;
-    if !(args.step > 0.0 && args.step <= 1.0) {
-        anyhow::bail!("--step {} is outside (0, 1]", args.step);
-    }
-    for &p in &args.crossings {
-        if !(0.0..=1.0).contains(&p) {
-            anyhow::bail!("--crossings: {p} is not a probability");
-        }
-    }
-    print!("{}", report(&banding, args.step, &args.crossings));
-    Ok(())
 }
 
 /// The integral of `f` over [a, b] by composite 5-point Gauss-Legendre quadrature on `panels` equal panels
@@ -441,6 +456,41 @@ mod tests {
         assert!((h.expected_candidates(&band) - expected).abs() < 1e-6 * expected);
         assert!((h.expected_recall(&band, 0.9).unwrap() - mean_hi).abs() < 1e-9);
         assert_eq!(h.expected_recall(&band, 0.99), None);
+    }
+
+    #[test]
+    fn options_are_checked_banding_then_step_then_crossings() {
+        let ok = ScurveOptions {
+            bands: 20,
+            rows: 5,
+            num_perm: None,
+            step: 0.1,
+            crossings: vec![0.5],
+        };
+        assert_eq!(ok.report().unwrap(), report(&b(20, 5), 0.1, &[0.5]));
+        let with = |f: fn(&mut ScurveOptions)| {
+            let mut o = ok.clone();
+            f(&mut o);
+            o.report().unwrap_err()
+        };
+        assert_eq!(
+            with(|o| o.bands = 0),
+            ScurveError::Banding(BandingError::ZeroBands)
+        );
+        let short = with(|o| o.num_perm = Some(99)).to_string();
+        assert!(short.contains("100 slots"), "{short}");
+        let step = with(|o| o.step = 0.0);
+        assert_eq!(step, ScurveError::Step(0.0));
+        assert_eq!(step.to_string(), "--step 0 is outside (0, 1]");
+        let crossing = with(|o| o.crossings = vec![0.5, 2.0]);
+        assert_eq!(crossing.to_string(), "--crossings: 2 is not a probability");
+        assert_eq!(
+            with(|o| {
+                o.rows = 0;
+                o.step = 0.0
+            }),
+            ScurveError::Banding(BandingError::ZeroRows)
+        );
     }
 
     #[test]

@@ -187,56 +187,6 @@ pub fn datasketch_optimal(num_perm: usize, threshold: f64, weights: (f64, f64)) 
     best.1
 }
 
-fn parse_target(s: &str) -> Result<(f64, f64), String> {
-    let (sim, p) = s
-        .split_once(':')
-        .ok_or_else(|| format!("`{s}`: expected SIMILARITY:PROBABILITY, e.g. 0.5:0.01"))?;
-    let sim: f64 = sim
-        .parse()
-        .map_err(|_| format!("`{s}`: `{sim}` is not a number"))?;
-    let p: f64 = p
-        .parse()
-        .map_err(|_| format!("`{s}`: `{p}` is not a number"))?;
-    if !(0.0..=1.0).contains(&sim) || !(0.0..=1.0).contains(&p) {
-        return Err(format!("`{s}`: both numbers must lie in [0, 1]"));
-    }
-    Ok((sim, p))
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TuneMethod {
-    /// Targets on P(s_lo) and P(s_hi), crossing points from the S-curve (this crate's method).
-    Targets,
-    /// Also datasketch's integral-based choice at --threshold, side by side.
-    Datasketch,
-}
-
-/// `lshbench tune`: which (b, r) for a signature of k slots?
-#[derive(clap::Args, Debug, Clone)]
-pub struct TuneArgs {
-    /// Signature length k; every (b, r) with b*r <= k is considered.
-    #[arg(long, default_value_t = 128)]
-    pub num_perm: usize,
-    /// Recall target SIM:FN: pairs of similarity SIM must be missed with probability at most FN.
-    #[arg(long = "fn", value_parser = parse_target, default_value = "0.5:0.01")]
-    pub fn_target: (f64, f64),
-    /// False-positive target SIM:FP: pairs of similarity SIM may become candidates with probability at most FP.
-    #[arg(long = "fp", value_parser = parse_target, default_value = "0.05:0.001")]
-    pub fp_target: (f64, f64),
-    /// `targets`, or `datasketch` to add datasketch's integral-based choice at --threshold.
-    #[arg(long, value_enum, default_value_t = TuneMethod::Targets)]
-    pub method: TuneMethod,
-    /// The threshold for --method datasketch (default: the --fn similarity).
-    #[arg(long)]
-    pub threshold: Option<f64>,
-    /// datasketch's weights FP,FN (its default 0.5,0.5).
-    #[arg(long, value_delimiter = ',', num_args = 2, default_values_t = [0.5, 0.5])]
-    pub weights: Vec<f64>,
-    /// How many rows of the table to print (feasible set or Pareto front).
-    #[arg(long, default_value_t = 15)]
-    pub top: usize,
-}
-
 fn header(t: &Targets) -> String {
     format!(
         "{:>5} {:>5} {:>6} {:>10} {:>9} {:>11} {:>11}",
@@ -263,7 +213,9 @@ fn row_line(r: &TuneRow) -> String {
     )
 }
 
-/// The text `lshbench tune` prints.
+/// The text `lshbench tune` prints: the feasible bandings (or the Pareto front and a compromise), and with
+/// `datasketch = Some((threshold, weights))` datasketch's choice beside the others. Unchecked: see
+/// [`TuneOptions::report`].
 pub fn report(
     num_perm: usize,
     targets: &Targets,
@@ -414,40 +366,82 @@ pub fn report(
     out
 }
 
-pub fn run(args: &TuneArgs) -> anyhow::Result<()> {
-    if args.num_perm == 0 {
-        anyhow::bail!("--num-perm must be at least 1");
-    }
-    let targets = Targets {
-        s_hi: args.fn_target.0,
-        max_fn: args.fn_target.1,
-        s_lo: args.fp_target.0,
-        max_fp: args.fp_target.1,
-    };
-    if targets.s_lo >= targets.s_hi {
-        anyhow::bail!(
-            "--fp similarity {} must be below the --fn similarity {}",
-            targets.s_lo,
-            targets.s_hi
-        );
-    }
-    let datasketch = match args.method {
-        TuneMethod::Targets => {
-            if args.threshold.is_some() {
-                anyhow::bail!("--threshold is used only with --method datasketch");
-            }
-            None
+/// datasketch's side of `lshbench tune --method datasketch`: its choice at `threshold` with weights (FP, FN).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DatasketchOptions {
+    /// The threshold datasketch is asked about, in (0, 1].
+    pub threshold: f64,
+    /// datasketch's weights (FP, FN); its default is (0.5, 0.5).
+    pub weights: (f64, f64),
+}
+
+/// What `lshbench tune` is asked: every banding of a `num_perm`-slot signature against `targets`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TuneOptions {
+    /// Signature length k; every (b, r) with b*r <= k is considered.
+    pub num_perm: usize,
+    /// The recall and false-positive targets.
+    pub targets: Targets,
+    /// How many rows of the table to show (feasible set or Pareto front).
+    pub top: usize,
+    /// Also compare with datasketch's integral-based choice.
+    pub datasketch: Option<DatasketchOptions>,
+}
+
+/// Why tuning options were refused. The messages name the `lshbench tune` flags.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TuneError {
+    /// k = 0.
+    #[error("--num-perm must be at least 1")]
+    ZeroNumPerm,
+    /// The false-positive similarity is not below the recall similarity.
+    #[error("--fp similarity {s_lo} must be below the --fn similarity {s_hi}")]
+    TargetOrder {
+        /// The false-positive target's similarity.
+        s_lo: f64,
+        /// The recall target's similarity.
+        s_hi: f64,
+    },
+    /// A datasketch weight is negative or NaN.
+    #[error("--weights must be two non-negative numbers")]
+    Weights,
+    /// The datasketch threshold is outside (0, 1].
+    #[error(transparent)]
+    Banding(#[from] BandingError),
+}
+
+impl TuneOptions {
+    /// Checks k >= 1, s_lo < s_hi, and the datasketch threshold and weights, in that order.
+    pub fn validate(&self) -> Result<(), TuneError> {
+        if self.num_perm == 0 {
+            return Err(TuneError::ZeroNumPerm);
         }
-        TuneMethod::Datasketch => {
-            let t = check_threshold(args.threshold.unwrap_or(targets.s_hi))?;
-            if args.weights.iter().any(|w| w.is_nan() || *w < 0.0) {
-                anyhow::bail!("--weights must be two non-negative numbers");
-            }
-            Some((t, (args.weights[0], args.weights[1])))
+        if self.targets.s_lo >= self.targets.s_hi {
+            return Err(TuneError::TargetOrder {
+                s_lo: self.targets.s_lo,
+                s_hi: self.targets.s_hi,
+            });
         }
-    };
-    print!("{}", report(args.num_perm, &targets, args.top, datasketch));
-    Ok(())
+        if let Some(ds) = &self.datasketch {
+            check_threshold(ds.threshold)?;
+            let (fp, fn_) = ds.weights;
+            if [fp, fn_].iter().any(|w| w.is_nan() || *w < 0.0) {
+                return Err(TuneError::Weights);
+            }
+        }
+        Ok(())
+    }
+
+    /// The text `lshbench tune` prints ([`report`]), after [`TuneOptions::validate`].
+    pub fn report(&self) -> Result<String, TuneError> {
+        self.validate()?;
+        Ok(report(
+            self.num_perm,
+            &self.targets,
+            self.top,
+            self.datasketch.map(|ds| (ds.threshold, ds.weights)),
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -527,6 +521,59 @@ mod tests {
         assert_eq!(format!("{:.2}", b.probability(0.9)), "0.31");
         let text = report(128, &textbook(), 5, Some((0.9, (0.5, 0.5))));
         assert!(text.contains("probability 0.31"), "{text}");
+    }
+
+    #[test]
+    fn options_are_checked_in_order() {
+        let ok = TuneOptions {
+            num_perm: 128,
+            targets: textbook(),
+            top: 5,
+            datasketch: Some(DatasketchOptions {
+                threshold: 0.9,
+                weights: (0.5, 0.5),
+            }),
+        };
+        assert_eq!(
+            ok.report().unwrap(),
+            report(128, &textbook(), 5, Some((0.9, (0.5, 0.5))))
+        );
+        let zero = TuneOptions {
+            num_perm: 0,
+            targets: Targets {
+                s_lo: 0.6,
+                ..textbook()
+            },
+            ..ok
+        };
+        assert_eq!(zero.validate(), Err(TuneError::ZeroNumPerm));
+        let order = TuneOptions {
+            num_perm: 128,
+            ..zero
+        };
+        assert_eq!(
+            order.validate().unwrap_err().to_string(),
+            "--fp similarity 0.6 must be below the --fn similarity 0.5"
+        );
+        let threshold = TuneOptions {
+            datasketch: Some(DatasketchOptions {
+                threshold: 2.0,
+                weights: (-1.0, 0.5),
+            }),
+            ..ok
+        };
+        assert_eq!(
+            threshold.validate().unwrap_err().to_string(),
+            "threshold 2 is outside (0, 1]"
+        );
+        let weights = TuneOptions {
+            datasketch: Some(DatasketchOptions {
+                threshold: 0.5,
+                weights: (0.5, f64::NAN),
+            }),
+            ..ok
+        };
+        assert_eq!(weights.validate(), Err(TuneError::Weights));
     }
 
     #[test]

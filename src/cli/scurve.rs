@@ -1,0 +1,42 @@
+//! `lshbench scurve`: the flags of one banding's S-curve ([`crate::lsh::scurve`]) and its table on stdout.
+
+use crate::lsh::scurve::ScurveOptions;
+
+/// `lshbench scurve`: the P(s) table of one banding and its landmarks.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ScurveArgs {
+    /// Number of bands b.
+    #[arg(long, short = 'b')]
+    pub bands: usize,
+    /// Rows (signature slots) per band r.
+    #[arg(long, short = 'r')]
+    pub rows: usize,
+    /// Signature length k, only to check b*r <= k (default: b*r).
+    #[arg(long)]
+    pub num_perm: Option<usize>,
+    /// Step of the similarity column of the table.
+    #[arg(long, default_value_t = 0.1)]
+    pub step: f64,
+    /// Also print the similarity at which P crosses each of these probabilities (comma separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [0.01, 0.5, 0.99])]
+    pub crossings: Vec<f64>,
+}
+
+impl ScurveArgs {
+    /// The S-curve options these flags describe.
+    pub fn options(&self) -> ScurveOptions {
+        ScurveOptions {
+            bands: self.bands,
+            rows: self.rows,
+            num_perm: self.num_perm,
+            step: self.step,
+            crossings: self.crossings.clone(),
+        }
+    }
+}
+
+/// Runs `lshbench scurve`: prints the table.
+pub fn run(args: &ScurveArgs) -> anyhow::Result<()> {
+    print!("{}", args.options().report()?);
+    Ok(())
+}
