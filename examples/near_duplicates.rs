@@ -1,11 +1,15 @@
-//! The library without the command line: texts in, signatures, estimates, banding, candidate pairs, then
-//! exact verification. Runs on the library alone (`--no-default-features` builds it too):
+//! The library without the command line: texts in, signatures, estimates, banding, candidate pairs, exact
+//! verification; then the whole dedup job (`dedup::run`) on a small JSONL file. Runs on the library alone
+//! (`--no-default-features` builds it too):
 //!
 //! ```sh
 //! cargo run --release --example near_duplicates
 //! cargo run --release --no-default-features --example near_duplicates
 //! ```
 
+use lshbench::corpus::{CorpusReader, ReaderOptions};
+use lshbench::dedup::{self, DedupOptions};
+use lshbench::exec::Silent;
 use lshbench::kernel::{self, KernelParams};
 use lshbench::lsh::index::{BandHasher, batch_candidates};
 use lshbench::lsh::scurve::Banding;
@@ -73,5 +77,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         found.contains(&(0, 3)) && found.contains(&(0, 1)),
         "the planted near-duplicates were missed: {found:?}"
     );
+
+    // The whole job on a file: read, sign, band, verify by exact Jaccard at 0.5, group (union-find).
+    let dir = std::env::temp_dir().join(format!("lshbench-example-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("docs.jsonl");
+    let lines: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{{\"id\": \"doc-{i}\", \"text\": \"{t}\"}}"))
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n")?;
+    let mut reader = CorpusReader::open(&path, &ReaderOptions::default())?;
+    let options = DedupOptions {
+        bands: Some(42),
+        rows: Some(3),
+        threshold: Some(0.5),
+        seed,
+        ..DedupOptions::default()
+    };
+    let report = dedup::run(&mut reader, &shingler, kernel.as_ref(), &options, &Silent)?;
+    std::fs::remove_dir_all(&dir)?;
+    let outcome = &report.outcome;
+    println!("dedup: {} verified pairs, groups:", outcome.verified.len());
+    for group in &outcome.groups {
+        let members: Vec<&str> = group
+            .members
+            .iter()
+            .map(|&m| outcome.ids[m as usize].as_str())
+            .collect();
+        println!(
+            "  {members:?}, centre {}",
+            outcome.ids[group.center as usize]
+        );
+    }
+    assert_eq!(
+        outcome.groups.len(),
+        1,
+        "one group: the three fox sentences"
+    );
+    assert_eq!(outcome.groups[0].members.len(), 3);
     Ok(())
 }

@@ -139,8 +139,8 @@ fn the_import_scanner_sees_paths_groups_and_skips_comments() {
 
 #[test]
 fn every_module_declared_in_lib_rs_has_a_layer() {
-    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
-        .unwrap();
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
     for line in lib.lines() {
         if let Some(rest) = line.trim().strip_prefix("pub mod ") {
             let name = rest.trim_end_matches(';');
