@@ -3,6 +3,7 @@
 //! calls take plain option structs and return values and reports.
 
 pub mod args;
+pub mod run;
 pub mod term;
 
 use clap::{Parser, Subcommand};
@@ -36,7 +37,7 @@ pub enum Command {
     /// Near-duplicate pairs and groups: read, shingle, sign, band, verify, group.
     Dedup(Box<crate::dedup::DedupArgs>),
     /// Run an experiment config (TOML): sweeps to CSV, markdown and plots under results/, with self-checks.
-    Run(crate::experiment::RunArgs),
+    Run(run::RunArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -59,7 +60,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Scurve(args) => crate::lsh::scurve::run(&args),
         Command::Exact(args) => crate::exact::run(&args),
         Command::Dedup(args) => crate::dedup::run(&args),
-        Command::Run(args) => crate::experiment::run(&args),
+        Command::Run(args) => run::run(&args),
     }
 }
 
