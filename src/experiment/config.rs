@@ -535,14 +535,10 @@ fn load_into(path: &Path, quick: bool, depth: usize, out: &mut Vec<Loaded>) -> R
 /// Parses `text` as `T`; then, if there is a `[quick]` table, overlays its keys on the top level and parses
 /// again (always, so a broken `[quick]` is caught by a full run too). Returns the overlaid config when `quick`.
 fn parse_with_quick<T: DeserializeOwned>(path: &Path, text: &str, quick: bool) -> Result<T> {
-    let toml_error = |in_quick: bool| {
-        move |cause| ExperimentError::Toml {
-            file: path.to_path_buf(),
-            in_quick,
-            cause,
-        }
-    };
-    // From the text first: toml's errors then carry the line and column, and name the key.
+    let toml_error = |in_quick: bool| move |cause| toml_error(path, in_quick, cause);
+    // From the text first: toml's errors then carry the line and column, and name the key. The header alone
+    // first, as each config flattens it in and toml loses the place of a flattened key's error.
+    toml::from_str::<Header>(text).map_err(toml_error(false))?;
     let base: T = toml::from_str(text).map_err(toml_error(false))?;
     let mut table: toml::Table = toml::from_str(text).map_err(toml_error(false))?;
     let Some(overrides) = table.remove("quick") else {
@@ -568,6 +564,30 @@ fn parse_with_quick<T: DeserializeOwned>(path: &Path, text: &str, quick: bool) -
     }
     let overlaid: T = table.try_into().map_err(toml_error(true))?;
     Ok(if quick { overlaid } else { base })
+}
+
+/// toml's error about `path`, except an unknown top-level key: toml cannot place it (the header is
+/// flattened into each config), so the error names the key plainly.
+fn toml_error(path: &Path, in_quick: bool, cause: toml::de::Error) -> ExperimentError {
+    let unknown = cause
+        .message()
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.strip_suffix('`'))
+        .filter(|key| !key.contains('`'));
+    match unknown {
+        Some(key) => ExperimentError::config(
+            path,
+            format!(
+                "{}key `{key}`: not a key of this kind of experiment",
+                if in_quick { "in [quick]: " } else { "" }
+            ),
+        ),
+        None => ExperimentError::Toml {
+            file: path.to_path_buf(),
+            in_quick,
+            cause,
+        },
+    }
 }
 
 /// Validation past the types, with errors naming the key.
@@ -850,10 +870,27 @@ trials = 10
 
         let p = write(dir.path(), "top.toml", &GOOD.replace("seed = 7", "sed = 7"));
         let err = load(&p, false).unwrap_err().to_string();
-        assert!(err.contains("sed") && err.contains("top.toml"), "{err}");
+        assert!(
+            err.contains("key `sed`") && err.contains("top.toml"),
+            "{err}"
+        );
+        // A header key of the wrong type: toml places it.
+        let p = write(
+            dir.path(),
+            "ty.toml",
+            &GOOD.replace("seed = 7", "seed = \"x\""),
+        );
+        let err = load(&p, false).unwrap_err().to_string();
+        assert!(
+            err.contains("line 3") && err.contains("seed = \"x\""),
+            "{err}"
+        );
         let p = write(dir.path(), "topq.toml", &format!("{GOOD}sed = 7\n"));
         let err = load(&p, false).unwrap_err().to_string();
-        assert!(err.contains("sed") && err.contains("[quick]"), "{err}");
+        assert!(
+            err.contains("key `sed`") && err.contains("[quick]"),
+            "{err}"
+        );
     }
 
     #[test]

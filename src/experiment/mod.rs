@@ -203,3 +203,81 @@ pub fn run_one(ctx: &runner::Ctx, spec: &config::Spec) -> Result<runner::Checks,
         config::Spec::Throughput(c) => throughput::run(ctx, c),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Records what a run reports.
+    #[derive(Default)]
+    struct Record(Mutex<Vec<String>>);
+
+    impl Progress for Record {
+        fn stage(&self, what: &str) {
+            self.0.lock().unwrap().push(format!("stage {what}"));
+        }
+    }
+
+    impl RunProgress for Record {
+        fn started(&self, name: &str, _dir: &Path) {
+            self.0.lock().unwrap().push(format!("started {name}"));
+        }
+        fn finished(&self, report: &ExperimentReport) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("finished {}", report.name));
+        }
+    }
+
+    #[test]
+    fn run_returns_a_report_and_prints_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("t.toml");
+        std::fs::write(&config, "kind = \"theory\"\nthresholds = [0.5]\n").unwrap();
+        let options = RunOptions {
+            out: dir.path().join("out"),
+            threads: Some(1),
+            ..RunOptions::new(&config)
+        };
+        let record = Record::default();
+        let report = run(&options, &record).unwrap();
+        assert_eq!(
+            *record.0.lock().unwrap(),
+            ["started t", "finished t"].map(String::from)
+        );
+        assert_eq!(report.experiments.len(), 1);
+        let t = &report.experiments[0];
+        assert_eq!(
+            (t.name.as_str(), t.dir.clone()),
+            ("t", dir.path().join("out/t"))
+        );
+        assert!(t.dir.join("summary.md").exists() && t.dir.join("checks.csv").exists());
+        assert!(t.checks.len() > 10 && report.failed().next().is_none());
+        assert_eq!(report.checks().count(), t.checks.len());
+        assert!(report.result().is_ok());
+        assert_eq!(report.charts_drawn, chart::DRAWN);
+        assert_eq!(report.notes().is_empty(), chart::DRAWN);
+    }
+
+    #[test]
+    fn a_bad_config_or_zero_threads_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("bad.toml");
+        std::fs::write(&config, "kind = \"theory\"\nnum_perm = 0\n").unwrap();
+        let err = run(&RunOptions::new(&config), &crate::exec::Silent).unwrap_err();
+        assert!(
+            matches!(err, ExperimentError::Config { .. }) && err.to_string().contains("bad.toml"),
+            "{err}"
+        );
+        std::fs::write(&config, "kind = \"theory\"\n").unwrap();
+        let options = RunOptions {
+            threads: Some(0),
+            out: dir.path().join("out"),
+            ..RunOptions::new(&config)
+        };
+        let err = run(&options, &crate::exec::Silent).unwrap_err();
+        assert!(matches!(err, ExperimentError::Threads(_)), "{err}");
+    }
+}
