@@ -6,6 +6,7 @@ pub mod args;
 pub mod dedup;
 pub mod exact;
 pub mod r#gen;
+pub mod run;
 pub mod scurve;
 pub mod sketch;
 pub mod term;
@@ -45,7 +46,7 @@ pub enum Command {
     /// Near-duplicate pairs and groups: read, shingle, sign, band, verify, group.
     Dedup(Box<dedup::DedupArgs>),
     /// Run an experiment config (TOML): sweeps to CSV, markdown and plots under results/, with self-checks.
-    Run(crate::experiment::RunArgs),
+    Run(run::RunArgs),
 }
 
 /// Parses the command line, runs the subcommand, prints an error (with its causes) and exits non-zero on failure.
@@ -70,7 +71,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Scurve(args) => scurve::run(&args),
         Command::Exact(args) => exact::run(&args),
         Command::Dedup(args) => dedup::run(&args),
-        Command::Run(args) => crate::experiment::run(&args),
+        Command::Run(args) => run::run(&args),
     }
 }
 

@@ -4,68 +4,77 @@
 //! every trial, test the hash family.
 //!
 //! What theory predicts, and what is checked:
-//! - classic MinHash (`scalar`, `simd`): the estimator is Binomial(k, J)/k, so the relative MSE is 1, inside
-//!   Ertl's band 1 +- z sqrt((2 + (1/(J(1-J)) - 6)/k)/c); the mean estimate is J.
-//! - OPH (`oph-*`) on sets large enough that no bin is empty (expected empty bins k(1-1/k)^f < 0.05):
-//!   sampling without replacement gives relative MSE 1 - (k-1)/(f-1) (Li, Owen and Zhang 2012), checked
-//!   against the same band scaled by that factor. On sparse sets densification decides the variance; it is
-//!   reported, not checked, except against the published table at k = 32, J = 0.5.
-//! - `scalar` and `simd` are the same hash family, bit for bit: on the same pairs their rows are identical.
+//! - classic MinHash (e.g. `scalar`, `simd`): the estimator is Binomial(k, J)/k, so the relative MSE is 1,
+//!   inside Ertl's band 1 +- z sqrt((2 + (1/(J(1-J)) - 6)/k)/c); the mean estimate is J.
+//! - one-permutation hashing (e.g. `oph-*`) on sets large enough that no bin is empty (expected empty bins
+//!   k(1-1/k)^f < 0.05): sampling without replacement gives relative MSE 1 - (k-1)/(f-1) (Li, Owen and Zhang
+//!   2012), checked against the same band scaled by that factor. On sparse sets densification decides the
+//!   variance; it is reported, not checked, except against the published table at k = 32, J = 0.5.
+//! - a kernel whose registry entry says it reproduces another's signatures (`same_output_as`, e.g. `simd` and
+//!   `scalar`): on the same pairs their rows are identical.
+//!
+//! The family, and so the theory, of each kernel comes from the registry ([`crate::kernel::KernelSpec`]).
 
+use super::ExperimentError;
+use super::chart::{Chart, Figures, Series, Style, kernels_in};
 use super::config::{AccuracyConfig, AccuracySweep};
 use super::deps;
-use super::plot::{Chart, Series, Style};
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::stats::{bonferroni_level, ertl_band_half_width, ertl_z, z_two_sided};
 use crate::corpus::pairs::{ElementKind, PairShape, PairSource};
-use crate::kernel::Kernel;
-use anyhow::Result;
+use crate::kernel::{Kernel, SketchFamily};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
+type Result<T, E = ExperimentError> = std::result::Result<T, E>;
+
 /// One (kernel, elements, union, k, J) cell's outcome.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct AccuracyRow {
+    /// Registry name of the kernel.
     pub kernel: String,
+    /// The instruction set the kernel ran on.
     pub isa: String,
+    /// The cell's seed (pairs and kernel seeds; the same for every kernel).
     pub seed: u64,
+    /// k, the number of slots per signature.
     pub num_perm: usize,
     /// Synthetic sets, no text: "none".
     pub shingle: String,
+    /// `random` or `consecutive`.
     pub elements: String,
+    /// |A u B|, the union size of each pair.
     pub union: usize,
+    /// The J asked for; the pairs have the nearest achievable one.
     pub jaccard_target: f64,
     /// The exact J of the pairs: |A n B| / |A u B|.
     pub jaccard: f64,
+    /// Independent pairs measured.
     pub trials: usize,
+    /// Mean of the estimates.
     pub mean_estimate: f64,
+    /// Mean estimate minus J.
     pub bias: f64,
+    /// Mean squared error of the estimate.
     pub mse: f64,
+    /// MSE / (J(1-J)/k): 1 for classic MinHash.
     pub rel_mse: f64,
     /// Ertl's acceptance band around 1, z = sqrt(2) erfinv(0.9999).
     pub band_lo: f64,
+    /// Upper end of Ertl's acceptance band.
     pub band_hi: f64,
+    /// Whether the relative MSE lies in Ertl's band around 1.
     pub in_band: bool,
     /// What theory predicts for this kernel and cell, or NaN where it predicts nothing checked here.
     pub predicted_rel_mse: f64,
+    /// Compute time of the cell.
     pub seconds: f64,
+    /// Provenance: the commit of the code.
     pub git_commit: String,
+    /// Provenance: the CPU model.
     pub cpu_model: String,
-}
-
-/// The relative MSE theory predicts for `kernel` at union size `f` and k slots, if any.
-pub fn predicted_rel_mse(kernel: &str, union: usize, k: usize) -> Option<f64> {
-    if kernel.starts_with("oph") {
-        let expected_empty = k as f64 * (1.0 - 1.0 / k as f64).powi(union as i32);
-        (expected_empty < 0.05 && union > 1).then(|| 1.0 - (k as f64 - 1.0) / (union as f64 - 1.0))
-    } else if kernel == "scalar" || kernel == "simd" {
-        Some(1.0)
-    } else {
-        // Other sketches (e.g. fast similarity sketching) have their own variance; reported, not checked.
-        None
-    }
 }
 
 /// The distinct achievable shapes for a union size and J grid, without J = 0 or 1 (no relative MSE there).
@@ -130,6 +139,7 @@ fn run_cell(ctx: &Ctx, c: &Cell) -> Result<Vec<AccuracyRow>> {
     let z = ertl_z();
     let shapes = shapes(c.union, &c.sweep.jaccard);
     let kernel = c.kernel.to_string();
+    let family = crate::kernel::spec(c.kernel)?.family;
     let k = c.k;
     shapes
         .par_iter()
@@ -165,7 +175,7 @@ fn run_cell(ctx: &Ctx, c: &Cell) -> Result<Vec<AccuracyRow>> {
                 band_lo: 1.0 - half,
                 band_hi: 1.0 + half,
                 in_band: (rel - 1.0).abs() <= half,
-                predicted_rel_mse: predicted_rel_mse(&kernel, c.union, k).unwrap_or(f64::NAN),
+                predicted_rel_mse: family.predicted_rel_mse(c.union, k).unwrap_or(f64::NAN),
                 seconds: started.elapsed().as_secs_f64(),
                 git_commit: ctx.meta.git_commit.clone(),
                 cpu_model: ctx.meta.cpu_model.clone(),
@@ -185,11 +195,19 @@ const PUBLISHED: &[(&str, [(usize, f64); 4])] = &[
         [(8, 1.33), (32, 0.98), (128, 0.78), (1024, 0.93)],
     ),
 ];
+/// The lshbench kernels compared with each published row (the first is named in the summary's table).
+const PUBLISHED_KERNELS: [(&str, &[&str]); 2] = [
+    ("MinHash", &["simd", "scalar"]),
+    ("OPH with optimal densification", &["oph-opt"]),
+];
 /// Trials behind the published figures (Ertl's protocol).
 const PUBLISHED_TRIALS: usize = 10_000;
 
-/// The self-checks over all rows of an accuracy run.
-pub fn check(rows: &[AccuracyRow], checks: &mut Checks) {
+/// The self-checks over all rows of an accuracy run. Fails on a row whose kernel is not in the registry.
+pub fn check(rows: &[AccuracyRow], checks: &mut Checks) -> Result<()> {
+    for r in rows {
+        crate::kernel::spec(&r.kernel)?;
+    }
     // Bonferroni over every checked cell keeps the whole run's false-alarm rate at 0.1%; where that band is
     // narrower than Ertl's (few cells) Ertl's z = 3.89 is used, as his protocol states.
     let checked: Vec<&AccuracyRow> = rows
@@ -246,46 +264,16 @@ pub fn check(rows: &[AccuracyRow], checks: &mut Checks) {
         summary(&bad_bias),
     );
 
-    // scalar and simd: the same family, so identical rows on identical pairs.
-    let mut compared = 0;
-    let mut differ = Vec::new();
-    for s in rows.iter().filter(|r| r.kernel == "scalar") {
-        if let Some(v) = rows.iter().find(|r| {
-            r.kernel == "simd"
-                && r.elements == s.elements
-                && r.union == s.union
-                && r.num_perm == s.num_perm
-                && r.jaccard == s.jaccard
-                && r.trials == s.trials
-                && r.seed == s.seed
-        }) {
-            compared += 1;
-            if v.mean_estimate != s.mean_estimate || v.mse != s.mse {
-                differ.push(format!("u={} k={} J={:.3}", s.union, s.num_perm, s.jaccard));
-            }
+    // A kernel that reproduces another's signatures (simd and scalar): identical rows on identical pairs.
+    for spec in crate::kernel::KERNELS {
+        if let Some(reference) = spec.same_output_as {
+            check_same_output(rows, spec.name, reference, checks);
         }
-    }
-    if compared > 0 {
-        checks.expect(
-            "simd gives exactly scalar's estimates on the same pairs",
-            differ.is_empty(),
-            format!(
-                "{compared} cells compared; differing: {}",
-                if differ.is_empty() {
-                    "none".into()
-                } else {
-                    differ.join(", ")
-                }
-            ),
-        );
     }
 
     // The published table at m = 32, J = 0.5: two-sample z with each side's standard error from Ertl's band.
     let z_pub = ertl_z();
-    for (label, kernels) in [
-        ("MinHash", &["simd", "scalar"][..]),
-        ("OPH with optimal densification", &["oph-opt"][..]),
-    ] {
+    for (label, kernels) in PUBLISHED_KERNELS {
         let published = PUBLISHED.iter().find(|(l, _)| *l == label).unwrap().1;
         for (u, want) in published {
             let Some(r) = rows.iter().find(|r| {
@@ -305,7 +293,8 @@ pub fn check(rows: &[AccuracyRow], checks: &mut Checks) {
                 "{} gives {:.3} ({} trials), z = {zscore:+.2} (limit {z_pub:.2})",
                 r.kernel, r.rel_mse, r.trials
             );
-            if label == "MinHash" {
+            if crate::kernel::spec(&r.kernel)?.family == SketchFamily::Classic {
+                // Classic MinHash's variance is J(1-J)/k on every set size: the figure is enforced.
                 checks.expect(name, zscore.abs() <= z_pub, detail);
             } else {
                 // On sparse sets the variance depends on the densification's details (how probes are hashed),
@@ -320,6 +309,43 @@ pub fn check(rows: &[AccuracyRow], checks: &mut Checks) {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// Checks that `kernel`'s rows equal `reference`'s on the same pairs, when the run has both.
+fn check_same_output(rows: &[AccuracyRow], kernel: &str, reference: &str, checks: &mut Checks) {
+    let mut compared = 0;
+    let mut differ = Vec::new();
+    for s in rows.iter().filter(|r| r.kernel == reference) {
+        if let Some(v) = rows.iter().find(|r| {
+            r.kernel == kernel
+                && r.elements == s.elements
+                && r.union == s.union
+                && r.num_perm == s.num_perm
+                && r.jaccard == s.jaccard
+                && r.trials == s.trials
+                && r.seed == s.seed
+        }) {
+            compared += 1;
+            if v.mean_estimate != s.mean_estimate || v.mse != s.mse {
+                differ.push(format!("u={} k={} J={:.3}", s.union, s.num_perm, s.jaccard));
+            }
+        }
+    }
+    if compared > 0 {
+        checks.expect(
+            format!("{kernel} gives exactly {reference}'s estimates on the same pairs"),
+            differ.is_empty(),
+            format!(
+                "{compared} cells compared; differing: {}",
+                if differ.is_empty() {
+                    "none".into()
+                } else {
+                    differ.join(", ")
+                }
+            ),
+        );
     }
 }
 
@@ -350,21 +376,11 @@ fn note_f14(rows: &[AccuracyRow], checks: &mut Checks) {
     }
 }
 
-fn kernel_color(name: &str) -> usize {
-    crate::kernel::names()
-        .iter()
-        .position(|n| *n == name)
-        .unwrap_or(7)
-}
-
-fn plots(ctx: &Ctx, rows: &[AccuracyRow]) -> Result<Vec<String>> {
-    let mut kernels: Vec<&str> = rows.iter().map(|r| r.kernel.as_str()).collect();
-    kernels.sort_by_key(|k| kernel_color(k));
-    kernels.dedup();
+fn plots(ctx: &Ctx, rows: &[AccuracyRow], figs: &mut Figures) -> Result<()> {
+    let kernels = kernels_in(rows.iter().map(|r| r.kernel.as_str()));
     let mut unions: Vec<usize> = rows.iter().map(|r| r.union).collect();
     unions.sort_unstable();
     unions.dedup();
-    let mut figs = Vec::new();
     for elements in ["random", "consecutive"] {
         let sub: Vec<&AccuracyRow> = rows.iter().filter(|r| r.elements == elements).collect();
         if sub.is_empty() {
@@ -401,22 +417,17 @@ fn plots(ctx: &Ctx, rows: &[AccuracyRow]) -> Result<Vec<String>> {
                     .with_err(pts.iter().map(|p| (p.2, p.3)).collect()),
                 );
             }
-            if !c.series.is_empty() {
-                panels.push(c);
-            }
+            panels.push(c);
         }
-        if !panels.is_empty() {
-            let stem = format!("rel_mse_vs_k_{elements}");
-            super::plot::save_grid(
-                &format!(
-                    "Relative MSE against k ({elements} elements; bars: Ertl's acceptance band, z = 3.89)"
-                ),
-                &panels,
-                2,
-                &ctx.file(&stem)?,
-            )?;
-            figs.push(stem);
-        }
+        figs.grid(
+            ctx,
+            &format!("rel_mse_vs_k_{elements}"),
+            &format!(
+                "Relative MSE against k ({elements} elements; bars: Ertl's acceptance band, z = 3.89)"
+            ),
+            panels,
+            2,
+        )?;
         // Bias against J at the largest k per union, one panel per kernel.
         let mut panels = Vec::new();
         for kern in &kernels {
@@ -448,26 +459,22 @@ fn plots(ctx: &Ctx, rows: &[AccuracyRow]) -> Result<Vec<String>> {
                     .with_err(pts.iter().map(|p| (p.1 - p.2, p.1 + p.2)).collect()),
                 );
             }
-            if !c.series.is_empty() {
-                panels.push(c);
-            }
+            panels.push(c);
         }
-        if !panels.is_empty() {
-            let stem = format!("bias_vs_j_{elements}");
-            super::plot::save_grid(
-                &format!(
-                    "Bias of the estimate against J ({elements} elements; bars: +-2 standard errors)"
-                ),
-                &panels,
-                2,
-                &ctx.file(&stem)?,
-            )?;
-            figs.push(stem);
-        }
+        figs.grid(
+            ctx,
+            &format!("bias_vs_j_{elements}"),
+            &format!(
+                "Bias of the estimate against J ({elements} elements; bars: +-2 standard errors)"
+            ),
+            panels,
+            2,
+        )?;
     }
-    Ok(figs)
+    Ok(())
 }
 
+/// Runs an accuracy experiment: every cell of every sweep, `accuracy.csv`, the checks, the summary and figures.
 pub fn run(ctx: &Ctx, cfg: &AccuracyConfig) -> Result<Checks> {
     let mut cells = Vec::new();
     for sweep in &cfg.sweep {
@@ -505,7 +512,7 @@ pub fn run(ctx: &Ctx, cfg: &AccuracyConfig) -> Result<Checks> {
     write_csv(&ctx.file("accuracy.csv")?, &rows)?;
 
     let mut checks = Checks::new("accuracy");
-    check(&rows, &mut checks);
+    check(&rows, &mut checks)?;
     note_f14(&rows, &mut checks);
 
     let mut sections = Vec::new();
@@ -516,9 +523,7 @@ pub fn run(ctx: &Ctx, cfg: &AccuracyConfig) -> Result<Checks> {
     let mut ks: Vec<usize> = rows.iter().map(|r| r.num_perm).collect();
     ks.sort_unstable();
     ks.dedup();
-    let mut kernels: Vec<&str> = rows.iter().map(|r| r.kernel.as_str()).collect();
-    kernels.sort_by_key(|k| kernel_color(k));
-    kernels.dedup();
+    let kernels = kernels_in(rows.iter().map(|r| r.kernel.as_str()));
     for elements in ["random", "consecutive"] {
         let mut header = vec!["kernel".to_string(), "k".to_string()];
         header.extend(unions.iter().map(|u| format!("u = {u}")));
@@ -564,10 +569,7 @@ pub fn run(ctx: &Ctx, cfg: &AccuracyConfig) -> Result<Checks> {
     }
     // The published table next to ours.
     let mut t = Table::new(&["", "u = 8", "u = 32", "u = 128", "u = 1024"]);
-    for (label, kernels) in [
-        ("MinHash", &["simd", "scalar"][..]),
-        ("OPH with optimal densification", &["oph-opt"][..]),
-    ] {
+    for (label, kernels) in PUBLISHED_KERNELS {
         let published = PUBLISHED.iter().find(|(l, _)| *l == label).unwrap().1;
         t.row(
             std::iter::once(format!("{label}, published"))
@@ -603,13 +605,9 @@ pub fn run(ctx: &Ctx, cfg: &AccuracyConfig) -> Result<Checks> {
             rows.len()
         ),
     ));
-    let figs = plots(ctx, &rows)?;
-    sections.push((
-        "Figures".into(),
-        figs.iter()
-            .map(|s| format!("![{s}]({s}.png)\n"))
-            .collect::<String>(),
-    ));
+    let mut figs = Figures::new();
+    plots(ctx, &rows, &mut figs)?;
+    sections.push(figs.section());
     write_summary(ctx, "Accuracy (Ertl's protocol)", &sections, &checks)?;
     Ok(checks)
 }
@@ -739,14 +737,14 @@ mod tests {
         let ideal =
             |s: u64| -> Result<Box<dyn Kernel>> { Ok(Box::new(IdealMinHash { k, seed: s })) };
         let mut checks = Checks::new("accuracy");
-        check(&rows_for("simd", &ideal, k), &mut checks);
+        check(&rows_for("simd", &ideal, k), &mut checks).unwrap();
         assert!(checks.failed().next().is_none(), "{:?}", checks.list);
 
         let corr = |s: u64| -> Result<Box<dyn Kernel>> {
             Ok(Box::new(Correlated(IdealMinHash { k, seed: s })))
         };
         let mut checks = Checks::new("accuracy");
-        check(&rows_for("simd", &corr, k), &mut checks);
+        check(&rows_for("simd", &corr, k), &mut checks).unwrap();
         let failed: Vec<_> = checks.failed().map(|c| c.name.clone()).collect();
         assert!(
             failed.iter().any(|n| n.contains("relative MSE")),
@@ -757,18 +755,57 @@ mod tests {
             Ok(Box::new(Biased(IdealMinHash { k, seed: s })))
         };
         let mut checks = Checks::new("accuracy");
-        check(&rows_for("simd", &biased, k), &mut checks);
+        check(&rows_for("simd", &biased, k), &mut checks).unwrap();
         let failed: Vec<_> = checks.failed().map(|c| c.name.clone()).collect();
         assert!(failed.iter().any(|n| n.contains("unbiased")), "{failed:?}");
     }
 
     #[test]
-    fn oph_prediction_applies_only_without_empty_bins() {
-        assert_eq!(predicted_rel_mse("simd", 8, 512), Some(1.0));
-        assert_eq!(predicted_rel_mse("oph-opt", 8, 32), None);
-        let p = predicted_rel_mse("oph-opt", 1024, 32).unwrap();
+    fn the_registry_decides_the_prediction() {
+        let family = |name: &str| crate::kernel::spec(name).unwrap().family;
+        assert_eq!(family("simd").predicted_rel_mse(8, 512), Some(1.0));
+        assert_eq!(family("oph-opt").predicted_rel_mse(8, 32), None);
+        let p = family("oph-opt").predicted_rel_mse(1024, 32).unwrap();
         assert!((p - (1.0 - 31.0 / 1023.0)).abs() < 1e-12);
-        assert_eq!(predicted_rel_mse("oph-rot", 1024, 512), None);
+        assert_eq!(family("oph-rot").predicted_rel_mse(1024, 512), None);
+        assert_eq!(family("fss").predicted_rel_mse(1024, 32), None);
+    }
+
+    #[test]
+    fn a_kernel_outside_the_registry_is_an_error() {
+        let k = 32;
+        let ideal =
+            |s: u64| -> Result<Box<dyn Kernel>> { Ok(Box::new(IdealMinHash { k, seed: s })) };
+        let err = check(&rows_for("ideal", &ideal, k), &mut Checks::new("accuracy")).unwrap_err();
+        assert!(err.to_string().contains("unknown kernel `ideal`"), "{err}");
+    }
+
+    #[test]
+    fn same_output_pairs_come_from_the_registry() {
+        let k = 32;
+        let ideal =
+            |s: u64| -> Result<Box<dyn Kernel>> { Ok(Box::new(IdealMinHash { k, seed: s })) };
+        let mut rows = rows_for("scalar", &ideal, k);
+        let mut simd = rows_for("simd", &ideal, k);
+        let mut checks = Checks::new("accuracy");
+        check(&[rows.clone(), simd.clone()].concat(), &mut checks).unwrap();
+        let same: Vec<_> = checks
+            .list
+            .iter()
+            .filter(|c| c.name == "simd gives exactly scalar's estimates on the same pairs")
+            .collect();
+        assert_eq!(same.len(), 1, "{:?}", checks.list);
+        assert!(same[0].passed, "{:?}", same[0]);
+        // A simd row that differs from scalar's fails it.
+        simd[0].mse *= 1.5;
+        rows.extend(simd);
+        let mut checks = Checks::new("accuracy");
+        check(&rows, &mut checks).unwrap();
+        assert!(
+            checks
+                .failed()
+                .any(|c| c.name.starts_with("simd gives exactly"))
+        );
     }
 
     #[test]

@@ -6,13 +6,32 @@
 //! top-level keys of the same name under `--quick`. Sweeps are lists of `[[sweep]]` tables, each a cartesian
 //! product of its lists. Unknown keys are errors that name the key, so a typo never silently runs the default.
 
-use anyhow::{Context, Result, anyhow, bail};
-use serde::Deserialize;
+use super::ExperimentError;
+use crate::lsh::scurve::Banding;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
 use std::path::{Path, PathBuf};
+
+type Result<T, E = ExperimentError> = std::result::Result<T, E>;
 
 fn default_seed() -> u64 {
     42
+}
+
+/// The keys every experiment config has, flattened into each kind's config.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Header {
+    /// The experiment kind, one of [`KINDS`].
+    pub kind: String,
+    /// Results go to `OUT/<name>/`; default: the file stem.
+    pub name: Option<String>,
+    /// The experiment seed; every cell's seed derives from it and the cell's parameters.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// A line for people reading the file.
+    pub description: Option<String>,
+    /// Keys that replace the top-level keys of the same name under `--quick`.
+    pub quick: Option<toml::Table>,
 }
 
 /// A dataset: a corpus file by path, or a generator with its parameters.
@@ -52,36 +71,19 @@ impl DatasetSpec {
     }
 }
 
-/// A (bands, rows) pair written "BxR", e.g. "42x3".
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BandsRows {
-    pub bands: usize,
-    pub rows: usize,
+/// Parses a banding written "BxR", e.g. "42x3", with both at least 1.
+pub fn parse_banding(s: &str) -> Option<Banding> {
+    let (b, r) = s.split_once('x')?;
+    let bands: usize = b.trim().parse().ok()?;
+    let rows: usize = r.trim().parse().ok()?;
+    Banding::new(bands, rows, usize::MAX).ok()
 }
 
-impl BandsRows {
-    pub fn parse(s: &str) -> Option<BandsRows> {
-        let (b, r) = s.split_once('x')?;
-        let bands: usize = b.trim().parse().ok()?;
-        let rows: usize = r.trim().parse().ok()?;
-        (bands > 0 && rows > 0).then_some(BandsRows { bands, rows })
-    }
-    pub fn hashes(&self) -> usize {
-        self.bands * self.rows
-    }
-}
-
-impl std::fmt::Display for BandsRows {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}x{}", self.bands, self.rows)
-    }
-}
-
-fn parse_bands_rows(list: &[String], key: &str) -> Result<Vec<BandsRows>, String> {
+fn parse_bandings(list: &[String], key: &str) -> Result<Vec<Banding>, String> {
     list.iter()
         .enumerate()
         .map(|(i, s)| {
-            BandsRows::parse(s).ok_or_else(|| {
+            parse_banding(s).ok_or_else(|| {
                 format!("{key}[{i}]: `{s}` is not BANDSxROWS with both at least 1, e.g. \"42x3\"")
             })
         })
@@ -137,12 +139,9 @@ fn check_shingles(list: &[String], key: &str) -> Result<(), String> {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TheoryConfig {
-    pub kind: String,
-    pub name: Option<String>,
-    #[serde(default = "default_seed")]
-    pub seed: u64,
-    pub description: Option<String>,
-    pub quick: Option<toml::Table>,
+    /// The keys every experiment has.
+    #[serde(flatten)]
+    pub header: Header,
     /// k for the tuning tables (the seeds use 128).
     #[serde(default = "default_theory_k")]
     pub num_perm: usize,
@@ -160,10 +159,13 @@ fn default_theory_t() -> Vec<f64> {
 // ---------------------------------------------------------------------------------------------------------
 // accuracy
 
+/// One cartesian product of accuracy cells.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccuracySweep {
+    /// Registry names of the kernels.
     pub kernels: Vec<String>,
+    /// k values.
     pub num_perm: Vec<usize>,
     /// Union sizes |A u B|.
     pub union: Vec<usize>,
@@ -176,27 +178,27 @@ pub struct AccuracySweep {
     pub trials: usize,
 }
 
+/// Estimator accuracy by Ertl's protocol.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccuracyConfig {
-    pub kind: String,
-    pub name: Option<String>,
-    #[serde(default = "default_seed")]
-    pub seed: u64,
-    pub description: Option<String>,
-    pub quick: Option<toml::Table>,
+    /// The keys every experiment has.
+    #[serde(flatten)]
+    pub header: Header,
+    /// The sweeps, run in order.
     pub sweep: Vec<AccuracySweep>,
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // scurve
 
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One cartesian product of S-curve cells.
+#[derive(Clone, Debug)]
 pub struct ScurveSweep {
+    /// Registry names of the kernels.
     pub kernels: Vec<String>,
-    /// (b, r) settings, "BxR"; each runs with k = b * r.
-    pub bands_rows: Vec<String>,
+    /// (b, r) settings, written "BxR"; each runs with k = b * r.
+    pub bands_rows: Vec<Banding>,
     /// Union sizes |A u B| of the synthetic pairs.
     pub union: Vec<usize>,
     /// Jaccard grid (bin centres); each pair has exactly the nearest achievable J.
@@ -205,28 +207,64 @@ pub struct ScurveSweep {
     pub trials: usize,
 }
 
+/// [`ScurveSweep`] as written, the bandings still text.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScurveSweepText {
+    kernels: Vec<String>,
+    bands_rows: Vec<String>,
+    union: Vec<usize>,
+    jaccard: Vec<f64>,
+    trials: usize,
+}
+
+/// `sweep = [...]` of an S-curve config, its "BxR" strings parsed (errors name `sweep[i].bands_rows[j]`).
+fn scurve_sweeps<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ScurveSweep>, D::Error> {
+    Vec::<ScurveSweepText>::deserialize(d)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            Ok(ScurveSweep {
+                bands_rows: parse_bandings(&s.bands_rows, &format!("sweep[{i}].bands_rows"))
+                    .map_err(serde::de::Error::custom)?,
+                kernels: s.kernels,
+                union: s.union,
+                jaccard: s.jaccard,
+                trials: s.trials,
+            })
+        })
+        .collect()
+}
+
 /// The probability that one band agrees, on small sets where densification bends it.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BandAgreementSweep {
+    /// Registry names of the kernels.
     pub kernels: Vec<String>,
+    /// Union sizes |A u B|.
     pub union: Vec<usize>,
+    /// Jaccard values (each becomes the nearest achievable one).
     pub jaccard: Vec<f64>,
+    /// Rows per band.
     pub rows: Vec<usize>,
+    /// k values; each runs k / r bands.
     pub num_perm: Vec<usize>,
+    /// Pairs per cell.
     pub trials: usize,
 }
 
+/// Empirical S-curves against P(J) = 1 - (1 - J^r)^b.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScurveConfig {
-    pub kind: String,
-    pub name: Option<String>,
-    #[serde(default = "default_seed")]
-    pub seed: u64,
-    pub description: Option<String>,
-    pub quick: Option<toml::Table>,
+    /// The keys every experiment has.
+    #[serde(flatten)]
+    pub header: Header,
+    /// The sweeps, run in order.
+    #[serde(deserialize_with = "scurve_sweeps")]
     pub sweep: Vec<ScurveSweep>,
+    /// Band-agreement sweeps on small sets.
     #[serde(default)]
     pub band_agreement: Vec<BandAgreementSweep>,
     /// Family-wise false-alarm rate of the S-curve check over all checked cells (Bonferroni).
@@ -240,33 +278,74 @@ fn default_family_alpha() -> f64 {
 // ---------------------------------------------------------------------------------------------------------
 // recall
 
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One recall study: a corpus, its shingles, the kernels and the bandings measured on it.
+#[derive(Clone, Debug)]
 pub struct RecallStudy {
     /// A short name for the study (result paths, tables).
     pub name: String,
+    /// The corpus.
     pub dataset: DatasetSpec,
+    /// The shingle spec, e.g. `char:5`.
     pub shingle: String,
-    #[serde(default)]
+    /// Lowercase the text before shingling.
     pub lowercase: bool,
+    /// Registry names of the kernels.
     pub kernels: Vec<String>,
+    /// k, the signature length.
     pub num_perm: usize,
-    /// (b, r) settings, "BxR", with b * r <= num_perm (banding uses the first b * r slots).
-    pub bands_rows: Vec<String>,
+    /// (b, r) settings, written "BxR", with b * r <= num_perm (banding uses the first b * r slots).
+    pub bands_rows: Vec<Banding>,
     /// Similarity thresholds t of the ground truth (pairs with exact J >= t).
     pub thresholds: Vec<f64>,
 }
 
+/// [`RecallStudy`] as written, the bandings still text.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecallStudyText {
+    name: String,
+    dataset: DatasetSpec,
+    shingle: String,
+    #[serde(default)]
+    lowercase: bool,
+    kernels: Vec<String>,
+    num_perm: usize,
+    bands_rows: Vec<String>,
+    thresholds: Vec<f64>,
+}
+
+/// `study = [...]` of a recall config, its "BxR" strings parsed (errors name `study[i].bands_rows[j]`).
+fn recall_studies<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RecallStudy>, D::Error> {
+    Vec::<RecallStudyText>::deserialize(d)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            Ok(RecallStudy {
+                bands_rows: parse_bandings(&s.bands_rows, &format!("study[{i}].bands_rows"))
+                    .map_err(serde::de::Error::custom)?,
+                name: s.name,
+                dataset: s.dataset,
+                shingle: s.shingle,
+                lowercase: s.lowercase,
+                kernels: s.kernels,
+                num_perm: s.num_perm,
+                thresholds: s.thresholds,
+            })
+        })
+        .collect()
+}
+
+/// Recall and precision of banding against exact ground truth.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecallConfig {
-    pub kind: String,
-    pub name: Option<String>,
-    #[serde(default = "default_seed")]
-    pub seed: u64,
-    pub description: Option<String>,
-    pub quick: Option<toml::Table>,
+    /// The keys every experiment has.
+    #[serde(flatten)]
+    pub header: Header,
+    /// The studies, run in order.
+    #[serde(deserialize_with = "recall_studies")]
     pub study: Vec<RecallStudy>,
+    /// Family-wise false-alarm rate of the recall check over all rows (Bonferroni).
     #[serde(default = "default_family_alpha")]
     pub family_alpha: f64,
 }
@@ -274,18 +353,20 @@ pub struct RecallConfig {
 // ---------------------------------------------------------------------------------------------------------
 // throughput
 
+/// Throughput of every kernel by k and shingle kind.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ThroughputConfig {
-    pub kind: String,
-    pub name: Option<String>,
-    #[serde(default = "default_seed")]
-    pub seed: u64,
-    pub description: Option<String>,
-    pub quick: Option<toml::Table>,
+    /// The keys every experiment has.
+    #[serde(flatten)]
+    pub header: Header,
+    /// The corpora.
     pub datasets: Vec<DatasetSpec>,
+    /// Registry names of the kernels.
     pub kernels: Vec<String>,
+    /// k values.
     pub num_perm: Vec<usize>,
+    /// Shingle specs, e.g. `char:5`.
     pub shingles: Vec<String>,
     /// Thread counts; 0 means all threads (`--threads`, else every logical CPU).
     pub threads: Vec<usize>,
@@ -302,11 +383,29 @@ fn default_repeats() -> usize {
 /// One experiment, parsed and validated.
 #[derive(Clone, Debug)]
 pub enum Spec {
+    /// `kind = "theory"`.
     Theory(TheoryConfig),
+    /// `kind = "accuracy"`.
     Accuracy(AccuracyConfig),
+    /// `kind = "scurve"`.
     Scurve(ScurveConfig),
+    /// `kind = "recall"`.
     Recall(RecallConfig),
+    /// `kind = "throughput"`.
     Throughput(ThroughputConfig),
+}
+
+impl Spec {
+    /// The keys every experiment has.
+    pub fn header(&self) -> &Header {
+        match self {
+            Spec::Theory(c) => &c.header,
+            Spec::Accuracy(c) => &c.header,
+            Spec::Scurve(c) => &c.header,
+            Spec::Recall(c) => &c.header,
+            Spec::Throughput(c) => &c.header,
+        }
+    }
 }
 
 /// One experiment as loaded from a file.
@@ -316,10 +415,13 @@ pub struct Loaded {
     pub name: String,
     /// The file it came from.
     pub source: PathBuf,
+    /// The experiment seed.
     pub seed: u64,
+    /// The parsed config.
     pub spec: Spec,
 }
 
+/// The experiment kinds, as written in `kind`.
 pub const KINDS: &[&str] = &["theory", "accuracy", "scurve", "recall", "throughput"];
 
 /// Loads a config file (a suite or one experiment), with the `[quick]` overrides applied when `quick`.
@@ -329,47 +431,48 @@ pub fn load(path: &Path, quick: bool) -> Result<Vec<Loaded>> {
     let mut names: Vec<&str> = out.iter().map(|l| l.name.as_str()).collect();
     names.sort_unstable();
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-        bail!(
-            "{}: two experiments are named `{}`; give one a different `name`",
-            path.display(),
-            w[0]
-        );
+        return Err(ExperimentError::config(
+            path,
+            format!(
+                "two experiments are named `{}`; give one a different `name`",
+                w[0]
+            ),
+        ));
     }
     Ok(out)
 }
 
 fn load_into(path: &Path, quick: bool, depth: usize, out: &mut Vec<Loaded>) -> Result<()> {
+    let bad = |message: String| ExperimentError::config(path, message);
     if depth > 8 {
-        bail!("{}: includes nest deeper than 8 (a cycle?)", path.display());
+        return Err(bad("includes nest deeper than 8 (a cycle?)".into()));
     }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config {}", path.display()))?;
-    let table: toml::Table =
-        toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|cause| ExperimentError::ReadConfig {
+        file: path.to_path_buf(),
+        cause,
+    })?;
+    let table: toml::Table = toml::from_str(&text).map_err(|cause| ExperimentError::Toml {
+        file: path.to_path_buf(),
+        in_quick: false,
+        cause,
+    })?;
     if let Some(include) = table.get("include") {
         if let Some(extra) = table
             .keys()
             .find(|k| *k != "include" && *k != "description")
         {
-            bail!(
-                "{}: key `{extra}`: a suite file holds only `include` (and `description`)",
-                path.display()
-            );
+            return Err(bad(format!(
+                "key `{extra}`: a suite file holds only `include` (and `description`)"
+            )));
         }
-        let list = include.as_array().ok_or_else(|| {
-            anyhow!(
-                "{}: key `include`: expected a list of config paths",
-                path.display()
-            )
-        })?;
+        let list = include
+            .as_array()
+            .ok_or_else(|| bad("key `include`: expected a list of config paths".into()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
         for (i, item) in list.iter().enumerate() {
-            let rel = item.as_str().ok_or_else(|| {
-                anyhow!(
-                    "{}: key `include[{i}]`: expected a path string",
-                    path.display()
-                )
-            })?;
+            let rel = item
+                .as_str()
+                .ok_or_else(|| bad(format!("key `include[{i}]`: expected a path string")))?;
             load_into(&dir.join(rel), quick, depth + 1, out)?;
         }
         return Ok(());
@@ -377,50 +480,53 @@ fn load_into(path: &Path, quick: bool, depth: usize, out: &mut Vec<Loaded>) -> R
     let kind = table
         .get("kind")
         .ok_or_else(|| {
-            anyhow!(
-                "{}: missing key `kind` (one of {}) or `include`",
-                path.display(),
+            bad(format!(
+                "missing key `kind` (one of {}) or `include`",
                 KINDS.join(", ")
-            )
+            ))
         })?
         .as_str()
-        .ok_or_else(|| anyhow!("{}: key `kind`: expected a string", path.display()))?
+        .ok_or_else(|| bad("key `kind`: expected a string".into()))?
         .to_string();
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| kind.clone());
-    macro_rules! parse {
-        ($ty:ty, $variant:ident) => {{
-            let cfg: $ty = parse_with_quick(path, &text, quick)?;
-            cfg.validate()
-                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
-            (cfg.name.clone(), cfg.seed, Spec::$variant(cfg))
-        }};
+    fn parse<T: DeserializeOwned + Validate>(
+        path: &Path,
+        text: &str,
+        quick: bool,
+        variant: fn(T) -> Spec,
+    ) -> Result<Spec> {
+        let cfg: T = parse_with_quick(path, text, quick)?;
+        cfg.validate()
+            .map_err(|message| ExperimentError::config(path, message))?;
+        Ok(variant(cfg))
     }
-    let (name, seed, spec) = match kind.as_str() {
-        "theory" => parse!(TheoryConfig, Theory),
-        "accuracy" => parse!(AccuracyConfig, Accuracy),
-        "scurve" => parse!(ScurveConfig, Scurve),
-        "recall" => parse!(RecallConfig, Recall),
-        "throughput" => parse!(ThroughputConfig, Throughput),
-        other => bail!(
-            "{}: key `kind`: unknown experiment kind `{other}` (one of {})",
-            path.display(),
-            KINDS.join(", ")
-        ),
+    let spec = match kind.as_str() {
+        "theory" => parse(path, &text, quick, Spec::Theory)?,
+        "accuracy" => parse(path, &text, quick, Spec::Accuracy)?,
+        "scurve" => parse(path, &text, quick, Spec::Scurve)?,
+        "recall" => parse(path, &text, quick, Spec::Recall)?,
+        "throughput" => parse(path, &text, quick, Spec::Throughput)?,
+        other => {
+            return Err(bad(format!(
+                "key `kind`: unknown experiment kind `{other}` (one of {})",
+                KINDS.join(", ")
+            )));
+        }
     };
-    let name = name.unwrap_or(stem);
+    let header = spec.header();
+    let name = header.name.clone().unwrap_or(stem);
     if name.is_empty() || name.contains(['/', '\\']) || name == "quick" {
-        bail!(
-            "{}: key `name`: `{name}` cannot name a results folder",
-            path.display()
-        );
+        return Err(bad(format!(
+            "key `name`: `{name}` cannot name a results folder"
+        )));
     }
     out.push(Loaded {
         name,
         source: path.to_path_buf(),
-        seed,
+        seed: header.seed,
         spec,
     });
     Ok(())
@@ -429,26 +535,59 @@ fn load_into(path: &Path, quick: bool, depth: usize, out: &mut Vec<Loaded>) -> R
 /// Parses `text` as `T`; then, if there is a `[quick]` table, overlays its keys on the top level and parses
 /// again (always, so a broken `[quick]` is caught by a full run too). Returns the overlaid config when `quick`.
 fn parse_with_quick<T: DeserializeOwned>(path: &Path, text: &str, quick: bool) -> Result<T> {
-    // From the text first: toml's errors then carry the line and column, and name the key.
-    let base: T = toml::from_str(text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    let mut table: toml::Table = toml::from_str(text)?;
+    let toml_error = |in_quick: bool| move |cause| toml_error(path, in_quick, cause);
+    // From the text first: toml's errors then carry the line and column, and name the key. The header alone
+    // first, as each config flattens it in and toml loses the place of a flattened key's error.
+    toml::from_str::<Header>(text).map_err(toml_error(false))?;
+    let base: T = toml::from_str(text).map_err(toml_error(false))?;
+    let mut table: toml::Table = toml::from_str(text).map_err(toml_error(false))?;
     let Some(overrides) = table.remove("quick") else {
         return Ok(base);
     };
     let overrides = match overrides {
         toml::Value::Table(t) => t,
-        _ => bail!("{}: key `quick`: expected a table", path.display()),
+        _ => {
+            return Err(ExperimentError::config(
+                path,
+                "key `quick`: expected a table",
+            ));
+        }
     };
     for (k, v) in overrides {
         if k == "kind" || k == "quick" {
-            bail!("{}: key `quick.{k}` cannot be overridden", path.display());
+            return Err(ExperimentError::config(
+                path,
+                format!("key `quick.{k}` cannot be overridden"),
+            ));
         }
         table.insert(k, v);
     }
-    let overlaid: T = table
-        .try_into()
-        .map_err(|e| anyhow!("{}: in [quick]: {e}", path.display()))?;
+    let overlaid: T = table.try_into().map_err(toml_error(true))?;
     Ok(if quick { overlaid } else { base })
+}
+
+/// toml's error about `path`, except an unknown top-level key: toml cannot place it (the header is
+/// flattened into each config), so the error names the key plainly.
+fn toml_error(path: &Path, in_quick: bool, cause: toml::de::Error) -> ExperimentError {
+    let unknown = cause
+        .message()
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.strip_suffix('`'))
+        .filter(|key| !key.contains('`'));
+    match unknown {
+        Some(key) => ExperimentError::config(
+            path,
+            format!(
+                "{}key `{key}`: not a key of this kind of experiment",
+                if in_quick { "in [quick]: " } else { "" }
+            ),
+        ),
+        None => ExperimentError::Toml {
+            file: path.to_path_buf(),
+            in_quick,
+            cause,
+        },
+    }
 }
 
 /// Validation past the types, with errors naming the key.
@@ -506,7 +645,6 @@ impl Validate for ScurveConfig {
             let key = format!("sweep[{i}]");
             check_kernels(&s.kernels, &format!("{key}.kernels"))?;
             check_nonempty(&s.bands_rows, &format!("{key}.bands_rows"))?;
-            parse_bands_rows(&s.bands_rows, &format!("{key}.bands_rows"))?;
             check_nonempty(&s.union, &format!("{key}.union"))?;
             check_nonempty(&s.jaccard, &format!("{key}.jaccard"))?;
             for (j, &v) in s.jaccard.iter().enumerate() {
@@ -549,9 +687,8 @@ impl Validate for RecallConfig {
             s.dataset.validate(&format!("{key}.dataset"))?;
             check_shingles(std::slice::from_ref(&s.shingle), &format!("{key}.shingle"))?;
             check_kernels(&s.kernels, &format!("{key}.kernels"))?;
-            let brs = parse_bands_rows(&s.bands_rows, &format!("{key}.bands_rows"))?;
-            check_nonempty(&brs, &format!("{key}.bands_rows"))?;
-            for (j, br) in brs.iter().enumerate() {
+            check_nonempty(&s.bands_rows, &format!("{key}.bands_rows"))?;
+            for (j, br) in s.bands_rows.iter().enumerate() {
                 if br.hashes() > s.num_perm {
                     return Err(format!(
                         "{key}.bands_rows[{j}]: {br} needs {} slots but num_perm is {}",
@@ -588,18 +725,6 @@ impl Validate for ThroughputConfig {
             return Err("repeats: must be at least 1".into());
         }
         Ok(())
-    }
-}
-
-impl ScurveSweep {
-    pub fn parsed_bands_rows(&self) -> Vec<BandsRows> {
-        parse_bands_rows(&self.bands_rows, "bands_rows").expect("validated")
-    }
-}
-
-impl RecallStudy {
-    pub fn parsed_bands_rows(&self) -> Vec<BandsRows> {
-        parse_bands_rows(&self.bands_rows, "bands_rows").expect("validated")
     }
 }
 
@@ -726,6 +851,93 @@ trials = 10
     }
 
     #[test]
+    fn the_shared_header_is_read_and_a_misspelt_top_level_key_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let named = GOOD.replace(
+            "seed = 7",
+            "seed = 7\nname = \"acc2\"\ndescription = \"a test\"",
+        );
+        let p = write(dir.path(), "h.toml", &named);
+        let loaded = load(&p, false).unwrap();
+        assert_eq!(loaded[0].name, "acc2");
+        assert_eq!(loaded[0].seed, 7);
+        let header = loaded[0].spec.header();
+        assert_eq!(header.kind, "accuracy");
+        assert_eq!(header.description.as_deref(), Some("a test"));
+        assert!(header.quick.is_some());
+        let p = write(dir.path(), "d.toml", "kind = \"theory\"\n");
+        assert_eq!(load(&p, false).unwrap()[0].seed, 42);
+
+        let p = write(dir.path(), "top.toml", &GOOD.replace("seed = 7", "sed = 7"));
+        let err = load(&p, false).unwrap_err().to_string();
+        assert!(
+            err.contains("key `sed`") && err.contains("top.toml"),
+            "{err}"
+        );
+        // A header key of the wrong type: toml places it.
+        let p = write(
+            dir.path(),
+            "ty.toml",
+            &GOOD.replace("seed = 7", "seed = \"x\""),
+        );
+        let err = load(&p, false).unwrap_err().to_string();
+        assert!(
+            err.contains("line 3") && err.contains("seed = \"x\""),
+            "{err}"
+        );
+        let p = write(dir.path(), "topq.toml", &format!("{GOOD}sed = 7\n"));
+        let err = load(&p, false).unwrap_err().to_string();
+        assert!(
+            err.contains("key `sed`") && err.contains("[quick]"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn recall_bandings_are_parsed_and_checked_against_num_perm() {
+        let dir = tempfile::tempdir().unwrap();
+        let recall = r#"
+kind = "recall"
+[[study]]
+name = "s"
+dataset = { name = "d", generator = "synth", docs = 10 }
+shingle = "char:5"
+kernels = ["simd"]
+num_perm = 128
+bands_rows = ["42x3", "20x5"]
+thresholds = [0.5]
+"#;
+        let p = write(dir.path(), "r.toml", recall);
+        let loaded = load(&p, false).unwrap();
+        let Spec::Recall(r) = &loaded[0].spec else {
+            panic!()
+        };
+        assert_eq!(
+            r.study[0].bands_rows,
+            vec![
+                Banding { bands: 42, rows: 3 },
+                Banding { bands: 20, rows: 5 }
+            ]
+        );
+        let p = write(dir.path(), "r.toml", &recall.replace("\"20x5\"", "\"20x\""));
+        let err = load(&p, false).unwrap_err().to_string();
+        assert!(
+            err.contains("study[0].bands_rows[1]") && err.contains("20x"),
+            "{err}"
+        );
+        let p = write(
+            dir.path(),
+            "r.toml",
+            &recall.replace("\"20x5\"", "\"30x5\""),
+        );
+        let err = load(&p, false).unwrap_err().to_string();
+        assert!(
+            err.contains("study[0].bands_rows[1]") && err.contains("150 slots"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn suites_include_relative_paths_and_refuse_duplicates_and_stray_keys() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "a.toml", GOOD);
@@ -756,11 +968,13 @@ trials = 10
 
     #[test]
     fn bands_rows_parse() {
+        assert_eq!(parse_banding("42x3"), Some(Banding { bands: 42, rows: 3 }));
         assert_eq!(
-            BandsRows::parse("42x3"),
-            Some(BandsRows { bands: 42, rows: 3 })
+            parse_banding(" 42 x 3 "),
+            Some(Banding { bands: 42, rows: 3 })
         );
-        assert_eq!(BandsRows::parse("0x3"), None);
-        assert_eq!(BandsRows::parse("42*3"), None);
+        assert_eq!(parse_banding("0x3"), None);
+        assert_eq!(parse_banding("42x0"), None);
+        assert_eq!(parse_banding("42*3"), None);
     }
 }

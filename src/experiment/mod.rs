@@ -1,14 +1,24 @@
 //! The research harness behind `lshbench run`: experiment configs (TOML), a runner that sweeps their cartesian
-//! products cell by cell (finished cells are skipped, `--force` reruns them), CSV rows with provenance,
-//! markdown summaries, plots, and self-checks that fail the run loudly when a result contradicts theory.
+//! products cell by cell (finished cells are skipped, `force` reruns them), CSV rows with provenance, markdown
+//! summaries, plots, and self-checks that say when a result contradicts theory.
+//!
+//! The library call is [`run`]: [`RunOptions`] in, a [`RunReport`] (every check, timings) out, progress through
+//! a [`RunProgress`]; it prints nothing. [`RunReport::result`] turns failed self-checks into an error.
+//!
+//! Which theory a kernel's cells are checked against comes from the kernel registry
+//! ([`crate::kernel::KernelSpec::family`] and `same_output_as`); a kernel outside the registry is an error.
 //!
 //! Layout: [`config`] (the format), [`runner`] (cells, paths, CSV, checks), [`stats`] (erfinv, Wilson,
-//! Ertl's band), [`report`] (markdown), [`plot`] (PNG and SVG), and one module per experiment kind:
-//! [`theory`], [`accuracy`], [`scurve`], [`recall`], [`throughput`].
+//! Ertl's band), [`report`] (markdown), [`chart`] (what is plotted, the kernel colours), `plot` (drawing PNG and
+//! SVG, with the `plots` feature), [`error`], and one module per experiment kind: [`theory`], [`accuracy`],
+//! [`scurve`], [`recall`], [`throughput`].
 
 pub mod accuracy;
+pub mod chart;
 pub mod config;
 pub mod deps;
+pub mod error;
+#[cfg(feature = "plots")]
 pub mod plot;
 pub mod recall;
 pub mod report;
@@ -18,89 +28,256 @@ pub mod stats;
 pub mod theory;
 pub mod throughput;
 
-use anyhow::{Context, Result};
-use std::path::PathBuf;
+pub use error::ExperimentError;
+pub use runner::Check;
+
+use crate::exec::Progress;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Flags of `lshbench run`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct RunArgs {
-    /// The experiment config (TOML): one experiment, e.g. experiments/scurve.toml, or a suite such as
-    /// experiments/all.toml.
+/// What [`run`] runs, and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// The experiment config (TOML): one experiment, e.g. `experiments/scurve.toml`, or a suite such as
+    /// `experiments/all.toml`.
     pub config: PathBuf,
-    /// Run the small version of every experiment with its self-checks (what CI runs). Results go to
-    /// OUT/quick/<name>/ and are always recomputed.
-    #[arg(long)]
+    /// Run the small version of every experiment with its self-checks. Results go to `out/quick/<name>/` and
+    /// are always recomputed.
     pub quick: bool,
-    /// Recompute cells whose result files already exist (by default finished cells are skipped).
-    #[arg(long)]
+    /// Recompute cells whose result files already exist (by default finished cells are reused).
     pub force: bool,
-    /// The results folder; each experiment writes OUT/<name>/.
-    #[arg(long, default_value = "results")]
+    /// The results folder; each experiment writes `out/<name>/`.
     pub out: PathBuf,
-    /// Worker threads (default: every logical CPU). Results do not depend on it; timings do.
-    #[arg(long)]
+    /// Worker threads (`None`: every logical CPU). Results do not depend on it; timings do.
     pub threads: Option<usize>,
 }
 
-/// Runs every experiment of the config, then fails with a message naming each failed self-check.
-pub fn run(args: &RunArgs) -> Result<()> {
-    let plan = config::load(&args.config, args.quick)?;
-    let threads = args
-        .threads
-        .unwrap_or_else(crate::machine::logical_cpus)
-        .max(1);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .context("cannot start the thread pool")?;
-    let mut all_checks = Vec::new();
-    let started = Instant::now();
-    for exp in &plan {
-        let ctx = runner::Ctx::new(
-            &args.out,
-            &exp.name,
-            args.quick,
-            args.force,
-            threads,
-            &exp.source,
-            exp.seed,
-        );
-        eprintln!(
-            "[{}] {} -> {}",
-            exp.name,
-            if args.quick { "quick run" } else { "full run" },
-            ctx.dir.display()
-        );
-        let t = Instant::now();
-        let checks = pool.install(|| run_one(&ctx, exp))?;
-        let (computed, skipped) = ctx.counts();
-        let failed = checks.failed().count();
-        eprintln!(
-            "[{}] done in {:.1} s: {computed} cells computed, {skipped} reused; {} checks, {failed} failed",
-            exp.name,
-            t.elapsed().as_secs_f64(),
-            checks.list.len()
-        );
-        for c in checks.failed() {
-            eprintln!("[{}] FAILED {}: {}", exp.name, c.name, c.detail);
+impl RunOptions {
+    /// The full run of `config` into `results/`, reusing finished cells, on every logical CPU.
+    pub fn new(config: impl Into<PathBuf>) -> RunOptions {
+        RunOptions {
+            config: config.into(),
+            quick: false,
+            force: false,
+            out: PathBuf::from("results"),
+            threads: None,
         }
-        all_checks.extend(checks.list);
     }
-    eprintln!(
-        "all experiments done in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    runner::fail_on(&all_checks)
 }
 
-fn run_one(ctx: &runner::Ctx, exp: &config::Loaded) -> Result<runner::Checks> {
-    let checks = match &exp.spec {
+/// Where [`run`] reports as it goes: the stages of [`Progress`] (e.g. a recall study's ground truth), and each
+/// experiment as it starts and finishes. Every method has a do-nothing default.
+pub trait RunProgress: Progress {
+    /// Experiment `name` starts; its results go to `dir`.
+    fn started(&self, _name: &str, _dir: &Path) {}
+    /// An experiment finished (its self-checks may have failed).
+    fn finished(&self, _report: &ExperimentReport) {}
+}
+
+/// Reports nothing.
+impl RunProgress for crate::exec::Silent {}
+
+/// One experiment's outcome.
+#[derive(Clone, Debug)]
+pub struct ExperimentReport {
+    /// The experiment's name.
+    pub name: String,
+    /// The config file it came from.
+    pub source: PathBuf,
+    /// The folder its results went to.
+    pub dir: PathBuf,
+    /// Cells computed in this run.
+    pub computed: usize,
+    /// Finished cells reused from an earlier run.
+    pub skipped: usize,
+    /// Wall time.
+    pub seconds: f64,
+    /// Its self-checks, passed and failed.
+    pub checks: Vec<Check>,
+    /// Comparisons reported in the summary but not checked (where theory gives no firm prediction).
+    pub notes: Vec<String>,
+}
+
+impl ExperimentReport {
+    /// The self-checks that failed.
+    pub fn failed(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| !c.passed)
+    }
+}
+
+/// What a [`run`] did.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    /// Each experiment, in the order run.
+    pub experiments: Vec<ExperimentReport>,
+    /// Wall time of the whole run.
+    pub seconds: f64,
+    /// Whether charts were drawn (the `plots` feature); without it only CSV and markdown are written.
+    pub charts_drawn: bool,
+}
+
+impl RunReport {
+    /// Every self-check of every experiment.
+    pub fn checks(&self) -> impl Iterator<Item = &Check> {
+        self.experiments.iter().flat_map(|e| e.checks.iter())
+    }
+
+    /// The self-checks that failed.
+    pub fn failed(&self) -> impl Iterator<Item = &Check> {
+        self.checks().filter(|c| !c.passed)
+    }
+
+    /// What the run wants said once: that charts were not drawn, when they were not.
+    pub fn notes(&self) -> Vec<String> {
+        if self.charts_drawn {
+            Vec::new()
+        } else {
+            vec![chart::NOT_DRAWN.to_string()]
+        }
+    }
+
+    /// `Ok` when every self-check passed, else [`ExperimentError::SelfChecks`] naming each failed one.
+    pub fn result(&self) -> Result<(), ExperimentError> {
+        let all: Vec<Check> = self.checks().cloned().collect();
+        runner::fail_on(&all)
+    }
+}
+
+/// Runs every experiment of the config on a pool of `options.threads` workers and reports each one's checks
+/// and timings. Failed self-checks do not make this fail (see [`RunReport::result`]); a config that cannot be
+/// loaded, a cell that cannot be computed or a file that cannot be written does.
+pub fn run(options: &RunOptions, progress: &dyn RunProgress) -> Result<RunReport, ExperimentError> {
+    let started = Instant::now();
+    let plan = config::load(&options.config, options.quick)?;
+    let threads = options.threads.unwrap_or_else(crate::machine::logical_cpus);
+    let pool = crate::exec::thread_pool(Some(threads))?;
+    let mut experiments = Vec::new();
+    for exp in &plan {
+        let ctx = runner::Ctx::new(
+            &options.out,
+            &exp.name,
+            &exp.source,
+            exp.seed,
+            options.quick,
+            options.force,
+            threads,
+        )
+        .with_progress(progress);
+        progress.started(&exp.name, &ctx.dir);
+        let t = Instant::now();
+        let checks = pool.install(|| run_one(&ctx, &exp.spec)).map_err(|cause| {
+            ExperimentError::Experiment {
+                name: exp.name.clone(),
+                file: exp.source.clone(),
+                cause: Box::new(cause),
+            }
+        })?;
+        let (computed, skipped) = ctx.counts();
+        let report = ExperimentReport {
+            name: exp.name.clone(),
+            source: exp.source.clone(),
+            dir: ctx.dir.clone(),
+            computed,
+            skipped,
+            seconds: t.elapsed().as_secs_f64(),
+            checks: checks.list,
+            notes: checks.notes,
+        };
+        progress.finished(&report);
+        experiments.push(report);
+    }
+    Ok(RunReport {
+        experiments,
+        seconds: started.elapsed().as_secs_f64(),
+        charts_drawn: chart::DRAWN,
+    })
+}
+
+/// Runs one experiment in `ctx` (on the current rayon pool) and returns its checks.
+pub fn run_one(ctx: &runner::Ctx, spec: &config::Spec) -> Result<runner::Checks, ExperimentError> {
+    match spec {
         config::Spec::Theory(c) => theory::run(ctx, c),
         config::Spec::Accuracy(c) => accuracy::run(ctx, c),
         config::Spec::Scurve(c) => scurve::run(ctx, c),
         config::Spec::Recall(c) => recall::run(ctx, c),
         config::Spec::Throughput(c) => throughput::run(ctx, c),
-    };
-    checks.with_context(|| format!("experiment `{}` ({})", exp.name, exp.source.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Records what a run reports.
+    #[derive(Default)]
+    struct Record(Mutex<Vec<String>>);
+
+    impl Progress for Record {
+        fn stage(&self, what: &str) {
+            self.0.lock().unwrap().push(format!("stage {what}"));
+        }
+    }
+
+    impl RunProgress for Record {
+        fn started(&self, name: &str, _dir: &Path) {
+            self.0.lock().unwrap().push(format!("started {name}"));
+        }
+        fn finished(&self, report: &ExperimentReport) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("finished {}", report.name));
+        }
+    }
+
+    #[test]
+    fn run_returns_a_report_and_prints_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("t.toml");
+        std::fs::write(&config, "kind = \"theory\"\nthresholds = [0.5]\n").unwrap();
+        let options = RunOptions {
+            out: dir.path().join("out"),
+            threads: Some(1),
+            ..RunOptions::new(&config)
+        };
+        let record = Record::default();
+        let report = run(&options, &record).unwrap();
+        assert_eq!(
+            *record.0.lock().unwrap(),
+            ["started t", "finished t"].map(String::from)
+        );
+        assert_eq!(report.experiments.len(), 1);
+        let t = &report.experiments[0];
+        assert_eq!(
+            (t.name.as_str(), t.dir.clone()),
+            ("t", dir.path().join("out/t"))
+        );
+        assert!(t.dir.join("summary.md").exists() && t.dir.join("checks.csv").exists());
+        assert!(t.checks.len() > 10 && report.failed().next().is_none());
+        assert_eq!(report.checks().count(), t.checks.len());
+        assert!(report.result().is_ok());
+        assert_eq!(report.charts_drawn, chart::DRAWN);
+        assert_eq!(report.notes().is_empty(), chart::DRAWN);
+    }
+
+    #[test]
+    fn a_bad_config_or_zero_threads_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("bad.toml");
+        std::fs::write(&config, "kind = \"theory\"\nnum_perm = 0\n").unwrap();
+        let err = run(&RunOptions::new(&config), &crate::exec::Silent).unwrap_err();
+        assert!(
+            matches!(err, ExperimentError::Config { .. }) && err.to_string().contains("bad.toml"),
+            "{err}"
+        );
+        std::fs::write(&config, "kind = \"theory\"\n").unwrap();
+        let options = RunOptions {
+            threads: Some(0),
+            out: dir.path().join("out"),
+            ..RunOptions::new(&config)
+        };
+        let err = run(&options, &crate::exec::Silent).unwrap_err();
+        assert!(matches!(err, ExperimentError::Threads(_)), "{err}");
+    }
 }

@@ -3,8 +3,11 @@
 //!
 //! plotters is built with only its `ab_glyph` text backend (no system fonts), so the DejaVu Sans font shipped in
 //! `data/fonts/` is compiled in and registered as "sans-serif" before the first plot.
+//!
+//! Only with the `plots` feature; the charts themselves are [`super::chart`]'s plain data.
 
-use anyhow::{Result, anyhow};
+use super::ExperimentError;
+use super::chart::{Chart, Style};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -22,85 +25,17 @@ fn register_font() {
     });
 }
 
-/// How a series is drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Style {
-    /// A solid line (theory curves, measured lines).
-    Line,
-    /// A thin dark line marking theory.
-    Theory,
-    /// Markers joined by a line.
-    LinePoints,
-    /// Markers only.
-    Points,
-}
+type Result<T, E = ExperimentError> = std::result::Result<T, E>;
 
-/// One named series. `err` holds (low, high) per point for error bars.
-#[derive(Clone, Debug)]
-pub struct Series {
-    pub label: String,
-    pub points: Vec<(f64, f64)>,
-    pub err: Option<Vec<(f64, f64)>>,
-    pub style: Style,
-    /// Index into the palette, so a kernel has the same colour in every figure.
-    pub color: usize,
-}
-
-impl Series {
-    pub fn new(
-        label: impl Into<String>,
-        points: Vec<(f64, f64)>,
-        style: Style,
-        color: usize,
-    ) -> Self {
-        Series {
-            label: label.into(),
-            points,
-            err: None,
-            style,
-            color,
-        }
-    }
-    pub fn with_err(mut self, err: Vec<(f64, f64)>) -> Self {
-        self.err = Some(err);
-        self
+/// A plotters error, with the chart or file it concerns.
+fn plot_error(what: impl std::fmt::Display, e: impl std::fmt::Debug) -> ExperimentError {
+    ExperimentError::Plot {
+        what: what.to_string(),
+        message: format!("{e:?}"),
     }
 }
 
-/// One chart.
-#[derive(Clone, Debug)]
-pub struct Chart {
-    pub title: String,
-    pub x_label: String,
-    pub y_label: String,
-    /// Plot x on a log2 axis (ticks labelled with the original values).
-    pub x_log2: bool,
-    pub x_range: Option<(f64, f64)>,
-    pub y_range: Option<(f64, f64)>,
-    pub series: Vec<Series>,
-    /// Horizontal reference lines (e.g. the acceptance band), drawn dashed-grey.
-    pub hlines: Vec<f64>,
-}
-
-impl Chart {
-    pub fn new(
-        title: impl Into<String>,
-        x_label: impl Into<String>,
-        y_label: impl Into<String>,
-    ) -> Chart {
-        Chart {
-            title: title.into(),
-            x_label: x_label.into(),
-            y_label: y_label.into(),
-            x_log2: false,
-            x_range: None,
-            y_range: None,
-            series: Vec::new(),
-            hlines: Vec::new(),
-        }
-    }
-}
-
+/// The palette behind [`super::chart::Series::color`] (and so [`super::chart::kernel_color`]).
 const PALETTE: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
@@ -158,7 +93,7 @@ fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart, font: u32)
 where
     DB::ErrorType: 'static,
 {
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("plot `{}`: {e:?}", c.title);
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| plot_error(&c.title, e);
     let ((x0, x1), (y0, y1)) = ranges(c);
     let log2 = c.x_log2;
     let mut chart = ChartBuilder::on(area)
@@ -268,18 +203,18 @@ pub fn save(c: &Chart, stem: &Path) -> Result<()> {
     let png = stem.with_extension("png");
     {
         let root = BitMapBackend::new(&png, size).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+        root.fill(&WHITE)
+            .map_err(|e| plot_error(png.display(), e))?;
         draw(&root, c, 14)?;
-        root.present()
-            .map_err(|e| anyhow!("cannot write {}: {e:?}", png.display()))?;
+        root.present().map_err(|e| plot_error(png.display(), e))?;
     }
     let svg = stem.with_extension("svg");
     {
         let root = SVGBackend::new(&svg, size).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+        root.fill(&WHITE)
+            .map_err(|e| plot_error(svg.display(), e))?;
         draw(&root, c, 14)?;
-        root.present()
-            .map_err(|e| anyhow!("cannot write {}: {e:?}", svg.display()))?;
+        root.present().map_err(|e| plot_error(svg.display(), e))?;
     }
     Ok(())
 }
@@ -300,14 +235,14 @@ pub fn save_grid(title: &str, charts: &[Chart], cols: usize, stem: &Path) -> Res
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+        root.fill(&WHITE).map_err(|e| plot_error(title, e))?;
         let root = root
             .titled(title, ("sans-serif", 20))
-            .map_err(|e| anyhow!("{e:?}"))?;
+            .map_err(|e| plot_error(title, e))?;
         for (area, c) in root.split_evenly((rows, cols)).iter().zip(charts) {
             draw(area, c, 11)?;
         }
-        root.present().map_err(|e| anyhow!("{e:?}"))?;
+        root.present().map_err(|e| plot_error(title, e))?;
         Ok(())
     }
     grid(
@@ -330,6 +265,7 @@ pub fn save_grid(title: &str, charts: &[Chart], cols: usize, stem: &Path) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::chart::Series;
 
     #[test]
     fn charts_and_grids_are_written_as_png_and_svg_with_their_labels() {

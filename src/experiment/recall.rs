@@ -13,54 +13,82 @@
 //! correlated. The bound therefore groups the true pairs by connected component of the truth graph and takes
 //! the worst case (perfect correlation) inside a component, independence across components.
 
-use super::config::{BandsRows, RecallConfig, RecallStudy};
-use super::deps::{self, p_candidate};
-use super::plot::{Chart, Series, Style};
+use super::ExperimentError;
+use super::chart::{Chart, Figures, Series, Style, kernel_color};
+use super::config::{RecallConfig, RecallStudy};
+use super::deps;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, write_csv};
 use super::stats::{grouped_bernoulli_lower, z_one_sided};
 use crate::exact::SimilarPair;
+use crate::lsh::cluster::UnionFind;
 use crate::lsh::index::{BandHasher, batch_candidates};
 use crate::lsh::scurve::Banding;
-use anyhow::Result;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+type Result<T, E = ExperimentError> = std::result::Result<T, E>;
+
+/// One (study, kernel, b x r, threshold) row.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RecallRow {
+    /// The study's name.
     pub study: String,
+    /// The dataset's name.
     pub dataset: String,
+    /// Documents in the corpus.
     pub docs: usize,
+    /// Registry name of the kernel.
     pub kernel: String,
+    /// The instruction set the kernel ran on.
     pub isa: String,
+    /// The experiment seed (kernel, shingles, band hashes).
     pub seed: u64,
+    /// k, the number of slots per signature.
     pub num_perm: usize,
+    /// The shingle spec, `+lowercase` when lowercased.
     pub shingle: String,
+    /// Bands, b.
     pub bands: usize,
+    /// Rows per band, r.
     pub rows: usize,
+    /// The similarity threshold t of the ground truth.
     pub threshold: f64,
+    /// Pairs with exact J >= t.
     pub true_pairs: usize,
+    /// Pairs sharing at least one band.
     pub candidates: usize,
+    /// True pairs among the candidates.
     pub found: usize,
+    /// found / true pairs.
     pub recall: f64,
     /// sum of P(J_i) over the true pairs, divided by their number.
     pub predicted_recall: f64,
+    /// found / candidates, before verification.
     pub precision_before: f64,
     /// Candidates kept by exact verification (J >= t); precision after it is 1, recall unchanged.
     pub verified_exact: usize,
+    /// Precision after exact verification.
     pub precision_after_exact: f64,
     /// Candidates kept by the signature estimate (>= t), over all k slots.
     pub kept_estimate: usize,
+    /// Recall after verification by the estimate.
     pub recall_after_estimate: f64,
+    /// Precision after verification by the estimate.
     pub precision_after_estimate: f64,
     /// Pairs sharing a band that the index did not enumerate (bucket cap); 0 here, as no cap is set.
     pub pairs_not_enumerated: u64,
+    /// Time to sign the corpus.
     pub sign_seconds: f64,
+    /// Time to band it and list the candidates.
     pub band_seconds: f64,
+    /// Time to score every candidate (exact J and estimate).
     pub verify_seconds: f64,
+    /// Provenance: the commit of the code.
     pub git_commit: String,
+    /// Provenance: the CPU model.
     pub cpu_model: String,
 }
 
@@ -86,14 +114,15 @@ fn prepare(ctx: &Ctx, study: &RecallStudy) -> Result<Prepared> {
         .fold(f64::INFINITY, f64::min);
     let started = Instant::now();
     let truth = crate::exact::all_pairs(&sets, t_min);
-    eprintln!(
-        "[recall] {}: {} documents ({} empty), {} exact pairs with J >= {t_min} in {:.2} s",
+    ctx.progress.stage(&format!(
+        "[{}] {}: {} documents ({} empty), {} exact pairs with J >= {t_min} in {:.2} s",
+        ctx.name,
         study.name,
         sets.len(),
         sets.iter().filter(|s| s.is_empty()).count(),
         truth.len(),
         started.elapsed().as_secs_f64()
-    );
+    ));
     let shingle_label = if study.lowercase {
         format!("{}+lowercase", study.shingle)
     } else {
@@ -125,12 +154,8 @@ fn run_cell(
     let sig = |i: u32| &sigs[i as usize * k..(i as usize + 1) * k];
 
     let mut rows = Vec::new();
-    for br in study.parsed_bands_rows() {
-        let banding = Banding {
-            bands: br.bands,
-            rows: br.rows,
-        };
-        let hasher = BandHasher::new(banding, ctx.seed);
+    for &br in &study.bands_rows {
+        let hasher = BandHasher::new(br, ctx.seed);
         let started = Instant::now();
         let cands = batch_candidates(&sigs, k, &empty, &hasher, usize::MAX);
         let band_seconds = started.elapsed().as_secs_f64();
@@ -164,7 +189,7 @@ fn run_cell(
                 .iter()
                 .filter(|(a, b, _, _)| truth_set.contains(&(*a, *b)))
                 .count();
-            let predicted: f64 = truth.iter().map(|p| p_candidate(p.2, br)).sum();
+            let predicted: f64 = truth.iter().map(|p| br.probability(p.2)).sum();
             let ratio = |a: usize, b: usize| {
                 if b == 0 {
                     f64::NAN
@@ -264,33 +289,28 @@ pub fn check(
     );
 }
 
-/// The connected component (its root) of every document under the given edges (union-find with path halving).
+/// The connected component (a representative) of every document under the given edges.
 fn components(n: usize, edges: impl Iterator<Item = (u32, u32)>) -> Vec<usize> {
-    let mut parent: Vec<usize> = (0..n).collect();
-    fn find(parent: &mut [usize], mut x: usize) -> usize {
-        while parent[x] != x {
-            parent[x] = parent[parent[x]];
-            x = parent[x];
-        }
-        x
-    }
+    let mut sets = UnionFind::new(n);
     for (a, b) in edges {
-        let (ra, rb) = (find(&mut parent, a as usize), find(&mut parent, b as usize));
-        if ra != rb {
-            parent[ra] = rb;
-        }
+        sets.union(a, b);
     }
-    (0..n).map(|i| find(&mut parent, i)).collect()
+    (0..n as u32).map(|i| sets.find(i) as usize).collect()
 }
 
+/// Runs a recall experiment: every study's corpus and ground truth, a cell per (study, kernel), `recall.csv`,
+/// the checks, the summary and figures.
 pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
-    let prepared: Vec<OnceLock<Result<Prepared, String>>> =
+    let prepared: Vec<OnceLock<Result<Prepared, Arc<ExperimentError>>>> =
         cfg.study.iter().map(|_| OnceLock::new()).collect();
     let get = |i: usize| -> Result<&Prepared> {
         prepared[i]
-            .get_or_init(|| prepare(ctx, &cfg.study[i]).map_err(|e| format!("{e:#}")))
+            .get_or_init(|| prepare(ctx, &cfg.study[i]).map_err(Arc::new))
             .as_ref()
-            .map_err(|e| anyhow::anyhow!("study `{}`: {e}", cfg.study[i].name))
+            .map_err(|cause| ExperimentError::Study {
+                name: cfg.study[i].name.clone(),
+                cause: cause.clone(),
+            })
     };
     let mut cells = Vec::new();
     for (i, s) in cfg.study.iter().enumerate() {
@@ -316,7 +336,14 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
             .with("lower", s.lowercase)
             .with("kernel", kern)
             .with("k", s.num_perm)
-            .with("br", s.bands_rows.join("-"))
+            .with(
+                "br",
+                s.bands_rows
+                    .iter()
+                    .map(|br| br.to_string())
+                    .collect::<Vec<_>>()
+                    .join("-"),
+            )
             .with(
                 "t",
                 s.thresholds
@@ -337,7 +364,7 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
             return Vec::new();
         };
         let Ok(prep) = get(i) else { return Vec::new() };
-        let br = BandsRows {
+        let br = Banding {
             bands: r.bands,
             rows: r.rows,
         };
@@ -349,12 +376,13 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
         let components = components(prep.sets.len(), pairs.iter().map(|p| (p.a, p.b)));
         pairs
             .iter()
-            .map(|p| (components[p.a as usize], p_candidate(p.jaccard, br)))
+            .map(|p| (components[p.a as usize], br.probability(p.jaccard)))
             .collect()
     };
     check(cfg.family_alpha, &rows, &ps_of, &mut checks);
 
     let mut sections = Vec::new();
+    let mut figs = Figures::new();
     for s in &cfg.study {
         let mut t = Table::new(&[
             "kernel",
@@ -413,38 +441,38 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
                     .join(", ")
             ),
         ));
-        // Figure: candidates against recall per (b, r), one series per kernel and threshold.
-        let mut c = Chart::new(
-            format!("{}: recall against candidates", s.name),
-            "candidates (log10)",
-            "recall",
-        );
-        c.y_range = Some((0.0, 1.05));
+        // Figure: recall against candidates per (b, r), one panel per threshold, one series per kernel.
         let mut ts = s.thresholds.clone();
         ts.sort_by(f64::total_cmp);
-        for (ki, kern) in s.kernels.iter().enumerate() {
-            for (ti, &t) in ts.iter().enumerate() {
-                let mut pts: Vec<(f64, f64)> = rows
-                    .iter()
-                    .filter(|r| r.study == s.name && &r.kernel == kern && r.threshold == t)
-                    .map(|r| ((r.candidates.max(1) as f64).log10(), r.recall))
-                    .collect();
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                c.series.push(Series::new(
-                    format!("{kern}, t = {t}"),
-                    pts,
-                    Style::Points,
-                    ki * ts.len() + ti,
-                ));
-            }
-        }
+        let panels: Vec<Chart> = ts
+            .iter()
+            .map(|&t| {
+                let mut c = Chart::new(format!("t = {t}"), "candidates (log10)", "recall");
+                c.y_range = Some((0.0, 1.05));
+                for kern in &s.kernels {
+                    let mut pts: Vec<(f64, f64)> = rows
+                        .iter()
+                        .filter(|r| r.study == s.name && &r.kernel == kern && r.threshold == t)
+                        .map(|r| ((r.candidates.max(1) as f64).log10(), r.recall))
+                        .collect();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    c.series.push(Series::new(
+                        kern.as_str(),
+                        pts,
+                        Style::LinePoints,
+                        kernel_color(kern),
+                    ));
+                }
+                c
+            })
+            .collect();
+        let title = format!("{}: recall against candidates, per (b, r)", s.name);
         let stem = format!("recall_{}", s.name);
-        super::plot::save(&c, &ctx.file(&stem)?)?;
-        sections.push((
-            format!("Figure ({})", s.name),
-            format!("![{stem}]({stem}.png)\n"),
-        ));
+        if let Some(link) = figs.grid(ctx, &stem, &title, panels, ts.len().min(3))? {
+            sections.push((format!("Figure ({})", s.name), link));
+        }
     }
+    sections.extend(figs.not_drawn());
     write_summary(ctx, "Recall against exact ground truth", &sections, &checks)?;
     Ok(checks)
 }
@@ -490,7 +518,7 @@ mod tests {
     fn recall_check_fails_when_pairs_go_missing() {
         // 1000 true pairs at J = 0.5 under 42x3: P = 0.9963 each, so about 996 expected, sd about 1.9.
         // Independent pairs (each its own component).
-        let p = p_candidate(0.5, BandsRows { bands: 42, rows: 3 });
+        let p = Banding { bands: 42, rows: 3 }.probability(0.5);
         let ps = |_: &RecallRow| (0..1000).map(|i| (i, p)).collect::<Vec<_>>();
         let mut c = Checks::new("recall");
         check(1e-3, &[row(995, 1000)], &ps, &mut c);

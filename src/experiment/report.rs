@@ -1,7 +1,7 @@
 //! Markdown output: tables and each experiment's `summary.md` (headline tables, checks, machine, command).
 
+use super::ExperimentError;
 use super::runner::{Checks, Ctx};
-use anyhow::Result;
 
 /// A markdown table built row by row.
 #[derive(Clone, Debug, Default)]
@@ -11,19 +11,23 @@ pub struct Table {
 }
 
 impl Table {
+    /// A table with these column headings and no rows.
     pub fn new<S: ToString>(header: &[S]) -> Table {
         Table {
             header: header.iter().map(|s| s.to_string()).collect(),
             rows: Vec::new(),
         }
     }
+    /// Adds a row (one cell per heading).
     pub fn row(&mut self, cells: Vec<String>) {
         debug_assert_eq!(cells.len(), self.header.len());
         self.rows.push(cells);
     }
+    /// Whether no row was added.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
+    /// The table in markdown.
     pub fn to_markdown(&self) -> String {
         let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
         let mut s = line(&self.header);
@@ -56,7 +60,7 @@ pub fn write_summary(
     title: &str,
     sections: &[(String, String)],
     checks: &Checks,
-) -> Result<()> {
+) -> Result<(), ExperimentError> {
     let mut md = format!("# {title}\n\n");
     for (heading, body) in sections {
         md.push_str(&format!("## {heading}\n\n{body}\n"));
@@ -69,8 +73,7 @@ pub fn write_summary(
         ctx.meta.git_commit,
         ctx.command()
     ));
-    std::fs::write(ctx.file("summary.md")?, md)?;
-    Ok(())
+    ctx.write_file("summary.md", &md)
 }
 
 #[cfg(test)]

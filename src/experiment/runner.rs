@@ -2,22 +2,28 @@
 //! parameters (finished cells are skipped, `--force` reruns them), the provenance every row carries, and the
 //! self-checks each experiment makes of its own results.
 
-use anyhow::{Context, Result, bail};
+use super::ExperimentError;
+use crate::exec::Progress;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+type Result<T, E = ExperimentError> = std::result::Result<T, E>;
+
 /// Provenance recorded with every result row.
 #[derive(Clone, Debug)]
 pub struct Meta {
+    /// The commit of the code (`-dirty` when files outside `results/` have uncommitted changes).
     pub git_commit: String,
+    /// The CPU model.
     pub cpu_model: String,
     /// One line: CPU model, logical CPUs, OS, features.
     pub machine: String,
 }
 
 impl Meta {
+    /// The provenance of this process: commit, CPU, machine.
     pub fn detect() -> Meta {
         Meta {
             git_commit: source_commit(),
@@ -53,18 +59,27 @@ fn source_commit() -> String {
     }
 }
 
-/// Everything an experiment needs to run: where to write, whether to skip finished cells, provenance.
-pub struct Ctx {
+/// Everything an experiment needs to run: where to write, whether to skip finished cells, provenance, and
+/// where to report progress.
+pub struct Ctx<'a> {
+    /// The experiment's name.
+    pub name: String,
     /// `OUT/<name>` (or `OUT/quick/<name>`).
     pub dir: PathBuf,
+    /// The small version (`--quick`).
     pub quick: bool,
+    /// Recompute finished cells (always under `quick`).
     pub force: bool,
     /// Threads for "all threads" (`--threads`, else every logical CPU).
     pub threads: usize,
+    /// Provenance recorded with every row.
     pub meta: Meta,
     /// The config file, for the regenerate command in reports.
     pub source: PathBuf,
+    /// The experiment seed.
     pub seed: u64,
+    /// Where stages are reported.
+    pub progress: &'a dyn Progress,
     computed: AtomicUsize,
     skipped: AtomicUsize,
 }
@@ -74,9 +89,11 @@ pub struct Ctx {
 pub struct CellKey(pub Vec<(&'static str, String)>);
 
 impl CellKey {
+    /// No parameters yet.
     pub fn new() -> CellKey {
         CellKey(Vec::new())
     }
+    /// Adds the parameter `name` with `value`.
     pub fn with(mut self, name: &'static str, value: impl ToString) -> CellKey {
         self.0.push((name, value.to_string()));
         self
@@ -118,23 +135,21 @@ impl Default for CellKey {
     }
 }
 
-impl Ctx {
+impl<'a> Ctx<'a> {
+    /// The context of experiment `name` (config file `source`, seed `seed`) writing under `out`; it reports
+    /// nothing until given a [`Progress`] with [`Ctx::with_progress`].
     pub fn new(
         out: &Path,
         name: &str,
+        source: &Path,
+        seed: u64,
         quick: bool,
         force: bool,
         threads: usize,
-        source: &Path,
-        seed: u64,
-    ) -> Ctx {
-        let dir = if quick {
-            out.join("quick").join(name)
-        } else {
-            out.join(name)
-        };
+    ) -> Ctx<'a> {
         Ctx {
-            dir,
+            name: name.to_string(),
+            dir: experiment_dir(out, name, quick),
             quick,
             // A quick run is a check of the code that is running now: never reuse old cells.
             force: force || quick,
@@ -142,9 +157,16 @@ impl Ctx {
             meta: Meta::detect(),
             source: source.to_path_buf(),
             seed,
+            progress: &crate::exec::Silent,
             computed: AtomicUsize::new(0),
             skipped: AtomicUsize::new(0),
         }
+    }
+
+    /// Reports stages to `progress`.
+    pub fn with_progress(mut self, progress: &'a dyn Progress) -> Ctx<'a> {
+        self.progress = progress;
+        self
     }
 
     /// The file holding a cell's rows.
@@ -161,16 +183,17 @@ impl Ctx {
     {
         let path = self.cell_path(key);
         if !self.force && path.exists() {
-            let rows = read_csv(&path).with_context(|| {
-                format!(
-                    "reading the finished cell {} (rerun with --force to recompute it)",
-                    path.display()
-                )
+            let rows = read_csv(&path).map_err(|cause| ExperimentError::FinishedCell {
+                path: path.clone(),
+                cause: Box::new(cause),
             })?;
             self.skipped.fetch_add(1, Ordering::Relaxed);
             return Ok(rows);
         }
-        let rows = compute().with_context(|| format!("cell {}", key.label()))?;
+        let rows = compute().map_err(|cause| ExperimentError::Cell {
+            label: key.label(),
+            cause: Box::new(cause),
+        })?;
         write_csv(&path, &rows)?;
         self.computed.fetch_add(1, Ordering::Relaxed);
         Ok(rows)
@@ -195,36 +218,72 @@ impl Ctx {
 
     /// A path inside the experiment's folder, creating the folder.
     pub fn file(&self, name: &str) -> Result<PathBuf> {
-        std::fs::create_dir_all(&self.dir)
-            .with_context(|| format!("cannot create {}", self.dir.display()))?;
+        create_dir(&self.dir)?;
         Ok(self.dir.join(name))
     }
+
+    /// Writes `text` to the file `name` in the experiment's folder.
+    pub fn write_file(&self, name: &str, text: &str) -> Result<()> {
+        let path = self.file(name)?;
+        std::fs::write(&path, text).map_err(|cause| ExperimentError::Write { path, cause })
+    }
+}
+
+/// Where experiment `name` writes: `out/<name>`, or `out/quick/<name>` for the small version.
+pub fn experiment_dir(out: &Path, name: &str, quick: bool) -> PathBuf {
+    if quick {
+        out.join("quick").join(name)
+    } else {
+        out.join(name)
+    }
+}
+
+fn create_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|cause| ExperimentError::CreateDir {
+        path: dir.to_path_buf(),
+        cause,
+    })
 }
 
 /// Writes rows as CSV with a header, atomically (temporary file, then rename).
 pub fn write_csv<R: Serialize>(path: &Path, rows: &[R]) -> Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        create_dir(dir)?;
     }
     let tmp = path.with_extension("csv.tmp");
+    let csv_error = |cause| ExperimentError::Csv {
+        path: tmp.clone(),
+        cause,
+    };
     {
-        let mut w = csv::Writer::from_path(&tmp)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        let mut w = csv::Writer::from_path(&tmp).map_err(csv_error)?;
         for row in rows {
-            w.serialize(row)?;
+            w.serialize(row).map_err(csv_error)?;
         }
-        w.flush()?;
+        w.flush().map_err(|cause| ExperimentError::Write {
+            path: tmp.clone(),
+            cause,
+        })?;
     }
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    std::fs::rename(&tmp, path).map_err(|cause| ExperimentError::Write {
+        path: path.to_path_buf(),
+        cause,
+    })
 }
 
+/// Reads rows written by [`write_csv`].
 pub fn read_csv<R: DeserializeOwned>(path: &Path) -> Result<Vec<R>> {
-    let mut r =
-        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut r = csv::Reader::from_path(path).map_err(|cause| ExperimentError::Csv {
+        path: path.to_path_buf(),
+        cause,
+    })?;
     let mut rows = Vec::new();
     for (i, row) in r.deserialize().enumerate() {
-        rows.push(row.with_context(|| format!("{}: row {}", path.display(), i + 2))?);
+        rows.push(row.map_err(|cause| ExperimentError::CsvRow {
+            path: path.to_path_buf(),
+            row: i + 2,
+            cause,
+        })?);
     }
     Ok(rows)
 }
@@ -232,22 +291,29 @@ pub fn read_csv<R: DeserializeOwned>(path: &Path) -> Result<Vec<R>> {
 /// One self-check: what was checked, whether it held, and the numbers behind the verdict.
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct Check {
+    /// The experiment that made it.
     pub experiment: String,
+    /// What was checked.
     pub name: String,
+    /// Whether it held.
     pub passed: bool,
+    /// The numbers behind the verdict.
     pub detail: String,
 }
 
 /// Collects an experiment's checks.
 #[derive(Debug, Default)]
 pub struct Checks {
+    /// The experiment making them.
     pub experiment: String,
+    /// The checks, in the order made.
     pub list: Vec<Check>,
     /// Comparisons reported but not checked (where theory gives no firm prediction), shown in the summary.
     pub notes: Vec<String>,
 }
 
 impl Checks {
+    /// No checks yet.
     pub fn new(experiment: &str) -> Checks {
         Checks {
             experiment: experiment.to_string(),
@@ -255,6 +321,7 @@ impl Checks {
             notes: Vec::new(),
         }
     }
+    /// Records a check: `passed` says whether `name` held, `detail` gives the numbers.
     pub fn expect(&mut self, name: impl Into<String>, passed: bool, detail: impl Into<String>) {
         self.list.push(Check {
             experiment: self.experiment.clone(),
@@ -267,6 +334,7 @@ impl Checks {
     pub fn note(&mut self, text: impl Into<String>) {
         self.notes.push(text.into());
     }
+    /// The checks that did not hold.
     pub fn failed(&self) -> impl Iterator<Item = &Check> {
         self.list.iter().filter(|c| !c.passed)
     }
@@ -289,17 +357,14 @@ impl Checks {
     }
 }
 
-/// Turns failed checks into a loud error naming each one.
+/// Fails with [`ExperimentError::SelfChecks`], naming each failed check, when any check failed.
 pub fn fail_on(checks: &[Check]) -> Result<()> {
-    let failed: Vec<&Check> = checks.iter().filter(|c| !c.passed).collect();
+    let failed: Vec<Check> = checks.iter().filter(|c| !c.passed).cloned().collect();
     if failed.is_empty() {
-        return Ok(());
+        Ok(())
+    } else {
+        Err(ExperimentError::SelfChecks(failed))
     }
-    let mut msg = format!("{} self-check(s) failed:", failed.len());
-    for c in failed {
-        msg.push_str(&format!("\n  [{}] {}: {}", c.experiment, c.name, c.detail));
-    }
-    bail!(msg)
 }
 
 /// A seed for one cell, from the experiment seed and the cell's parameters (not its position), so results do
@@ -346,7 +411,7 @@ mod tests {
                 value: 0.5,
             }])
         };
-        let ctx = Ctx::new(dir.path(), "e", false, false, 1, src, 1);
+        let ctx = Ctx::new(dir.path(), "e", src, 1, false, false, 1);
         let first: Vec<Row> = ctx.cell(&key, compute).unwrap();
         let again: Vec<Row> = ctx.cell(&key, compute).unwrap();
         assert_eq!(first, again);
@@ -354,12 +419,12 @@ mod tests {
         assert_eq!(ctx.counts(), (1, 1));
         assert!(ctx.cell_path(&key).starts_with(dir.path().join("e/cells")));
 
-        let forced = Ctx::new(dir.path(), "e", false, true, 1, src, 1);
+        let forced = Ctx::new(dir.path(), "e", src, 1, false, true, 1);
         let _: Vec<Row> = forced.cell(&key, compute).unwrap();
         assert_eq!(runs.load(Ordering::Relaxed), 2);
 
         // --quick writes elsewhere and always recomputes.
-        let quick = Ctx::new(dir.path(), "e", true, false, 1, src, 1);
+        let quick = Ctx::new(dir.path(), "e", src, 1, true, false, 1);
         assert!(quick.dir.ends_with("quick/e"));
         let _: Vec<Row> = quick.cell(&key, compute).unwrap();
         let _: Vec<Row> = quick.cell(&key, compute).unwrap();
@@ -369,10 +434,13 @@ mod tests {
     #[test]
     fn a_failing_compute_leaves_no_cell_file() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = Ctx::new(dir.path(), "e", false, false, 1, Path::new("x.toml"), 1);
+        let ctx = Ctx::new(dir.path(), "e", Path::new("x.toml"), 1, false, false, 1);
         let key = CellKey::new().with("kernel", "scalar");
-        let r: Result<Vec<Row>> = ctx.cell(&key, || anyhow::bail!("boom"));
-        assert!(format!("{:#}", r.unwrap_err()).contains("kernel=scalar"));
+        let r: Result<Vec<Row>> = ctx.cell(&key, || Err(ExperimentError::Mismatch("boom".into())));
+        let err = r.unwrap_err();
+        assert!(err.to_string().contains("kernel=scalar"), "{err}");
+        let cause = std::error::Error::source(&err).map(|c| c.to_string());
+        assert_eq!(cause.as_deref(), Some("boom"));
         assert!(!ctx.cell_path(&key).exists());
     }
 

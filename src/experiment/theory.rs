@@ -2,16 +2,21 @@
 //! the S-curve for b = 20, r = 5; the thresholds for n = 100; 42x3 against 35x3; datasketch's integral-based
 //! choice of (b, r) next to the false-positive/false-negative rule.
 
-use super::config::{BandsRows, TheoryConfig};
-use super::deps::{half_point, p_candidate, rule_threshold, steepest};
-use super::plot::{Chart, Series, Style};
+use super::ExperimentError;
+use super::chart::{Chart, Figures, Series, Style};
+use super::config::TheoryConfig;
 use super::report::{Table, f, write_summary};
 use super::runner::{Checks, Ctx, write_csv};
-use anyhow::Result;
+use crate::lsh::scurve::Banding;
 use serde::Serialize;
 
-fn br(bands: usize, rows: usize) -> BandsRows {
-    BandsRows { bands, rows }
+fn br(bands: usize, rows: usize) -> Banding {
+    Banding { bands, rows }
+}
+
+/// P(s; b, r) = 1 - (1 - s^r)^b: the probability that a pair of similarity s shares at least one band.
+fn p_candidate(s: f64, br: Banding) -> f64 {
+    br.probability(s)
 }
 
 /// Whether `value` printed with the published number's decimals equals it.
@@ -101,7 +106,7 @@ fn simpson(a: f64, b: f64, n: usize, g: impl Fn(f64) -> f64) -> f64 {
 /// cross-check the tuner's: minimise 0.5 * (area under P on [0, t]) + 0.5 * (area under 1 - P on
 /// [t, 1]) over b in 1..=k and r in 1..=k/b, keeping the first minimum in that search order.
 /// Returns ((b, r), fp area, fn area).
-pub fn datasketch_reference(num_perm: usize, t: f64) -> (BandsRows, f64, f64) {
+pub fn datasketch_reference(num_perm: usize, t: f64) -> (Banding, f64, f64) {
     let mut best = (br(1, 1), f64::INFINITY, 0.0, 0.0);
     for b in 1..=num_perm {
         for r in 1..=num_perm / b {
@@ -118,11 +123,13 @@ pub fn datasketch_reference(num_perm: usize, t: f64) -> (BandsRows, f64, f64) {
 }
 
 /// Every (b, r) with b * r <= k.
-fn all_settings(num_perm: usize) -> impl Iterator<Item = BandsRows> {
+fn all_settings(num_perm: usize) -> impl Iterator<Item = Banding> {
     (1..=num_perm).flat_map(move |b| (1..=num_perm / b).map(move |r| br(b, r)))
 }
 
-pub fn run(ctx: &Ctx, cfg: &TheoryConfig) -> Result<Checks> {
+/// Runs the theory tables: each recomputed, written as CSV, checked against its published numbers, and
+/// summarised.
+pub fn run(ctx: &Ctx, cfg: &TheoryConfig) -> Result<Checks, ExperimentError> {
     let mut checks = Checks::new("theory");
     let commit = ctx.meta.git_commit.clone();
     let cpu = ctx.meta.cpu_model.clone();
@@ -182,14 +189,14 @@ pub fn run(ctx: &Ctx, cfg: &TheoryConfig) -> Result<Checks> {
     let rows: Vec<ThresholdRow> = thresholds
         .iter()
         .map(|&(x, pubd)| {
-            let rt = rule_threshold(x);
+            let rt = x.rule_of_thumb();
             ThresholdRow {
                 num_perm: 100,
                 bands: x.bands,
                 rows: x.rows,
                 rule_threshold: rt,
-                steepest: steepest(x),
-                half_point: half_point(x),
+                steepest: x.steepest_point(),
+                half_point: x.half_point(),
                 published_rule_threshold: pubd.into(),
                 agrees: agrees(rt, pubd),
                 git_commit: commit.clone(),
@@ -426,11 +433,14 @@ pub fn run(ctx: &Ctx, cfg: &TheoryConfig) -> Result<Checks> {
             .series
             .push(Series::new(x.to_string(), pts, Style::Line, i));
     }
-    super::plot::save(&chart, &ctx.file("scurves")?)?;
-    sections.push((
-        "Figure".to_string(),
-        "![S-curves](scurves.png)\n".to_string(),
-    ));
+    let mut figs = Figures::new();
+    if figs.chart(ctx, "scurves", &chart)?.is_some() {
+        sections.push((
+            "Figure".to_string(),
+            "![S-curves](scurves.png)\n".to_string(),
+        ));
+    }
+    sections.extend(figs.not_drawn());
 
     write_summary(ctx, "Theory: the textbook tables", &sections, &checks)?;
     Ok(checks)

@@ -3,41 +3,62 @@
 //! text-in/signatures-out time. Timings are data, not checks (medians of `repeats` runs; the machine is
 //! shared, see BENCHMARKING.md). The one check: signatures are identical whatever the thread count.
 
+use super::ExperimentError;
+use super::chart::{Chart, Figures, Series, Style, kernel_color};
 use super::config::ThroughputConfig;
 use super::deps;
-use super::plot::{Chart, Series, Style};
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, write_csv};
-use anyhow::{Context, Result};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
+type Result<T, E = ExperimentError> = std::result::Result<T, E>;
+
+/// One (dataset, shingle, kernel, k, threads) row of timings.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ThroughputRow {
+    /// The dataset's name.
     pub dataset: String,
+    /// Documents timed.
     pub docs: usize,
+    /// Bytes of text.
     pub bytes: usize,
+    /// Registry name of the kernel.
     pub kernel: String,
+    /// The instruction set the kernel ran on.
     pub isa: String,
+    /// The experiment seed.
     pub seed: u64,
+    /// k, the number of slots per signature.
     pub num_perm: usize,
+    /// The shingle spec.
     pub shingle: String,
+    /// Worker threads.
     pub threads: usize,
+    /// Timed repetitions; the times are their medians.
     pub repeats: usize,
     /// Shingle ids produced (with repeats), i.e. what the kernel consumed.
     pub shingles: u64,
     /// Median seconds: shingling alone, signing pre-split shingles alone, and both fused per document.
     pub shingle_seconds: f64,
+    /// Median seconds signing pre-split shingle ids.
     pub sign_seconds: f64,
+    /// Median seconds from text to signatures, per document.
     pub fused_seconds: f64,
+    /// Documents per second, fused.
     pub fused_docs_per_s: f64,
+    /// MB of text per second, fused.
     pub fused_mb_per_s: f64,
+    /// MB of text per second, shingling alone.
     pub shingle_mb_per_s: f64,
+    /// Shingle ids per second, signing alone.
     pub sign_shingles_per_s: f64,
     /// xxh3 of all signatures, to confirm thread-count invariance.
     pub signature_digest: String,
+    /// Provenance: the commit of the code.
     pub git_commit: String,
+    /// Provenance: the CPU model.
     pub cpu_model: String,
 }
 
@@ -84,10 +105,7 @@ fn run_cell(
     let mb = texts.bytes as f64 / 1e6;
     let mut rows = Vec::new();
     for &t in &threads {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(t)
-            .build()
-            .context("thread pool")?;
+        let pool = crate::exec::thread_pool(Some(t))?;
         let (shingle_s, ids) = pool.install(|| {
             timed(cfg.repeats, || {
                 texts
@@ -138,10 +156,11 @@ fn run_cell(
                         .flat_map(|x| x.to_le_bytes())
                         .collect::<Vec<u8>>(),
                 );
-                anyhow::ensure!(
-                    digest == digest_sign,
-                    "{kname} k={k}: fused and split signing disagree"
-                );
+                if digest != digest_sign {
+                    return Err(ExperimentError::Mismatch(format!(
+                        "{kname} k={k}: fused and split signing disagree"
+                    )));
+                }
                 rows.push(ThroughputRow {
                     dataset: dataset.to_string(),
                     docs: texts.texts.len(),
@@ -171,6 +190,8 @@ fn run_cell(
     Ok(rows)
 }
 
+/// Runs a throughput experiment: a cell per (dataset, shingle) timing every kernel, k and thread count,
+/// `throughput.csv`, the thread-count check, the summary and a figure.
 pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
     let mut rows = Vec::new();
     // Cells run one at a time (they time themselves); each loads its dataset only when it must run.
@@ -283,6 +304,7 @@ pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
         ),
     ));
     // Figure: fused MB/s against k per kernel, on the first dataset and shingle, one thread.
+    let mut figs = Figures::new();
     if let Some(first) = rows.first() {
         let mut c = Chart::new(
             format!(
@@ -296,7 +318,7 @@ pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
         let mut threads: Vec<usize> = rows.iter().map(|r| r.threads).collect();
         threads.sort_unstable();
         threads.dedup();
-        for (ki, kern) in cfg.kernels.iter().enumerate() {
+        for kern in &cfg.kernels {
             for (ti, &th) in threads.iter().enumerate() {
                 let pts: Vec<(f64, f64)> = rows
                     .iter()
@@ -316,13 +338,15 @@ pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
                     } else {
                         Style::Points
                     },
-                    ki,
+                    kernel_color(kern),
                 ));
             }
         }
-        super::plot::save(&c, &ctx.file("throughput")?)?;
-        sections.push(("Figure".into(), "![throughput](throughput.png)\n".into()));
+        if let Some(link) = figs.chart(ctx, "throughput", &c)? {
+            sections.push(("Figure".into(), link));
+        }
     }
+    sections.extend(figs.not_drawn());
     write_summary(ctx, "Throughput", &sections, &checks)?;
     Ok(checks)
 }

@@ -1,0 +1,220 @@
+//! What the experiments plot, as plain data: charts, their series, the one kernel colour map, and the figures an
+//! experiment writes. Drawing them is the `plot` module's job and needs the `plots` feature; without it the
+//! charts are still built (cheaply) but not drawn, and each summary says so once.
+
+use super::ExperimentError;
+use super::runner::Ctx;
+
+/// Whether this build draws charts (the `plots` feature).
+pub const DRAWN: bool = cfg!(feature = "plots");
+
+/// What a summary says in place of its figures when the build cannot draw them.
+pub const NOT_DRAWN: &str =
+    "Charts were not drawn: lshbench was built without the `plots` feature.";
+
+/// How a series is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// A solid line (theory curves, measured lines).
+    Line,
+    /// A thin dark line marking theory.
+    Theory,
+    /// Markers joined by a line.
+    LinePoints,
+    /// Markers only.
+    Points,
+}
+
+/// One named series. `err` holds (low, high) per point for error bars.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// The legend entry (empty: none).
+    pub label: String,
+    /// (x, y) points; non-finite ones are skipped.
+    pub points: Vec<(f64, f64)>,
+    /// (low, high) per point, for error bars.
+    pub err: Option<Vec<(f64, f64)>>,
+    /// How it is drawn.
+    pub style: Style,
+    /// Index into the palette; kernels take theirs from [`kernel_color`], so a kernel has the same colour in
+    /// every figure.
+    pub color: usize,
+}
+
+impl Series {
+    /// A series without error bars.
+    pub fn new(
+        label: impl Into<String>,
+        points: Vec<(f64, f64)>,
+        style: Style,
+        color: usize,
+    ) -> Self {
+        Series {
+            label: label.into(),
+            points,
+            err: None,
+            style,
+            color,
+        }
+    }
+
+    /// The same series with error bars, (low, high) per point.
+    pub fn with_err(mut self, err: Vec<(f64, f64)>) -> Self {
+        self.err = Some(err);
+        self
+    }
+}
+
+/// One chart.
+#[derive(Clone, Debug)]
+pub struct Chart {
+    /// The caption.
+    pub title: String,
+    /// The x axis' label.
+    pub x_label: String,
+    /// The y axis' label.
+    pub y_label: String,
+    /// Plot x on a log2 axis (ticks labelled with the original values).
+    pub x_log2: bool,
+    /// Fixed x range (default: the data's, padded).
+    pub x_range: Option<(f64, f64)>,
+    /// Fixed y range (default: the data's, padded).
+    pub y_range: Option<(f64, f64)>,
+    /// The series, drawn in order.
+    pub series: Vec<Series>,
+    /// Horizontal reference lines (e.g. the acceptance band), drawn dashed-grey.
+    pub hlines: Vec<f64>,
+}
+
+impl Chart {
+    /// An empty chart with a title and axis labels.
+    pub fn new(
+        title: impl Into<String>,
+        x_label: impl Into<String>,
+        y_label: impl Into<String>,
+    ) -> Chart {
+        Chart {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            x_log2: false,
+            x_range: None,
+            y_range: None,
+            series: Vec::new(),
+            hlines: Vec::new(),
+        }
+    }
+}
+
+/// The colour of a kernel in every figure: its position in the registry (a name outside it gets the last
+/// colour of the palette).
+pub fn kernel_color(name: &str) -> usize {
+    crate::kernel::KERNELS
+        .iter()
+        .position(|s| s.name == name)
+        .unwrap_or(7)
+}
+
+/// The distinct kernel names among `names`, in colour (registry) order.
+pub fn kernels_in<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut kernels: Vec<&str> = names.collect();
+    kernels.sort_by_key(|k| kernel_color(k));
+    kernels.dedup();
+    kernels
+}
+
+/// The figures one experiment writes into its folder, as `<stem>.png` and `<stem>.svg`.
+#[derive(Debug, Default)]
+pub struct Figures {
+    stems: Vec<String>,
+}
+
+impl Figures {
+    /// No figures yet.
+    pub fn new() -> Figures {
+        Figures::default()
+    }
+
+    /// Draws one chart as `stem`; returns the markdown image link, or `None` when the build cannot draw.
+    pub fn chart(
+        &mut self,
+        ctx: &Ctx,
+        stem: &str,
+        chart: &Chart,
+    ) -> Result<Option<String>, ExperimentError> {
+        if !DRAWN {
+            return Ok(None);
+        }
+        #[cfg(feature = "plots")]
+        super::plot::save(chart, &ctx.file(stem)?)?;
+        #[cfg(not(feature = "plots"))]
+        let _ = (ctx, chart);
+        self.stems.push(stem.to_string());
+        Ok(Some(link(stem)))
+    }
+
+    /// Draws a grid of small multiples, `cols` per row, under one title, as `stem`; returns the markdown image
+    /// link, or `None` when nothing was drawn. Panels without a series are left out, a grid without panels is
+    /// not drawn, and neither is anything when the build cannot draw.
+    pub fn grid(
+        &mut self,
+        ctx: &Ctx,
+        stem: &str,
+        title: &str,
+        panels: Vec<Chart>,
+        cols: usize,
+    ) -> Result<Option<String>, ExperimentError> {
+        let panels: Vec<Chart> = panels
+            .into_iter()
+            .filter(|c| !c.series.is_empty())
+            .collect();
+        if panels.is_empty() || !DRAWN {
+            return Ok(None);
+        }
+        #[cfg(feature = "plots")]
+        super::plot::save_grid(title, &panels, cols, &ctx.file(stem)?)?;
+        #[cfg(not(feature = "plots"))]
+        let _ = (ctx, title, cols);
+        self.stems.push(stem.to_string());
+        Ok(Some(link(stem)))
+    }
+
+    /// A "Figures" section for the summary: a markdown image link per figure drawn, or the note that the
+    /// build draws none.
+    pub fn section(&self) -> (String, String) {
+        let body = if DRAWN {
+            self.stems.iter().map(|s| link(s)).collect()
+        } else {
+            format!("{NOT_DRAWN}\n")
+        };
+        ("Figures".to_string(), body)
+    }
+}
+
+impl Figures {
+    /// [`Figures::section`] when the build draws no charts, for summaries that place their links themselves.
+    pub fn not_drawn(&self) -> Option<(String, String)> {
+        (!DRAWN).then(|| self.section())
+    }
+}
+
+fn link(stem: &str) -> String {
+    format!("![{stem}]({stem}.png)\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_take_their_registry_colour_and_sort_by_it() {
+        for (i, spec) in crate::kernel::KERNELS.iter().enumerate() {
+            assert_eq!(kernel_color(spec.name), i);
+        }
+        assert_eq!(kernel_color("no-such-kernel"), 7);
+        let names = crate::kernel::names();
+        let mut shuffled: Vec<&str> = names.iter().rev().copied().collect();
+        shuffled.extend(names.iter().copied());
+        assert_eq!(kernels_in(shuffled.into_iter()), names);
+    }
+}
