@@ -12,13 +12,13 @@ pub struct RunArgs {
     /// experiments/all.toml.
     pub config: PathBuf,
     /// Run the small version of every experiment with its self-checks (what CI runs). Results go to
-    /// OUT/quick/<name>/ and are always recomputed.
+    /// `OUT/quick/<name>/` and are always recomputed.
     #[arg(long)]
     pub quick: bool,
     /// Recompute cells whose result files already exist (by default finished cells are skipped).
     #[arg(long)]
     pub force: bool,
-    /// The results folder; each experiment writes OUT/<name>/.
+    /// The results folder; each experiment writes `OUT/<name>/`.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
     /// Worker threads (default: every logical CPU). Results do not depend on it; timings do.

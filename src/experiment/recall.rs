@@ -236,7 +236,7 @@ fn run_cell(
     Ok(rows)
 }
 
-/// The S-curve check over all rows: found >= E[found] - z sd, with E and sd of the Poisson-binomial count
+/// The S-curve check over all rows: `found >= E[found] - z sd`, with E and sd of the Poisson-binomial count
 /// of the true pairs' P(J_i). `ps_of` gives a row's per-pair probabilities.
 pub fn check(
     family_alpha: f64,
