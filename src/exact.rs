@@ -2,7 +2,7 @@
 //! (Chaudhuri et al. 2006; Bayardo et al.'s All-Pairs, 2007): tokens are ordered by global frequency, rarest
 //! first; if J(x, y) >= t then the first |x| - ceil(t|x|) + 1 tokens of x and the first |y| - ceil(t|y|) + 1 of y
 //! share a token. A length filter (J <= |x|/|y|) prunes the rest. Probing runs in parallel over documents; each
-//! pair is found once, from its shorter member, and the output is sorted.
+//! pair is found once, from its longer member, and the output is sorted.
 //! Also the library side of `lshbench exact`: read and shingle a corpus, join it, write the pairs.
 
 use crate::corpus::{CorpusReader, ReadError, ReadStats};
@@ -69,8 +69,11 @@ pub fn shingle_set(shingler: &Shingler, text: &str) -> Vec<u64> {
 /// A pair found by the join: positions `a < b` in the input, and J.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SimilarPair {
+    /// The earlier position.
     pub a: u32,
+    /// The later position.
     pub b: u32,
+    /// Their exact Jaccard similarity, at least the join's threshold.
     pub jaccard: f64,
 }
 

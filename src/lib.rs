@@ -18,6 +18,8 @@
 //!
 //! Two modules on one layer do not import each other.
 
+#![warn(missing_docs)]
+
 pub mod arch;
 #[cfg(feature = "cli")]
 pub mod cli;

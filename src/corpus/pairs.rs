@@ -8,8 +8,11 @@ use rand_xoshiro::rand_core::{Rng, SeedableRng};
 /// The shape of a pair: sizes of the three disjoint parts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PairShape {
+    /// |A\B|: elements only in A.
     pub only_a: usize,
+    /// |B\A|: elements only in B.
     pub only_b: usize,
+    /// |A n B|: elements in both.
     pub both: usize,
 }
 
@@ -24,6 +27,7 @@ impl PairShape {
         }
     }
 
+    /// The union size |A u B|.
     pub fn union(&self) -> usize {
         self.only_a + self.only_b + self.both
     }
@@ -52,11 +56,14 @@ pub enum ElementKind {
 /// Draws the pairs of one experiment cell, reproducibly from a seed.
 pub struct PairSource {
     rng: Xoshiro256PlusPlus,
+    /// The shape of every pair drawn.
     pub shape: PairShape,
+    /// How the elements are drawn.
     pub kind: ElementKind,
 }
 
 impl PairSource {
+    /// A source of `shape` pairs of `kind` elements, reproducible from `seed`.
     pub fn new(shape: PairShape, kind: ElementKind, seed: u64) -> Self {
         PairSource {
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),

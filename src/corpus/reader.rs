@@ -24,9 +24,11 @@ pub struct Document {
     pub index: u64,
     /// The record's id, or its 0-based record index as a string when the record has none.
     pub id: String,
+    /// The text: the JSONL field, the CSV/TSV column, the line, or the file's contents.
     pub text: String,
 }
 
+/// A corpus's format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum InputFormat {
@@ -46,6 +48,7 @@ pub enum InputFormat {
     Dir,
 }
 
+/// What a reader does with a malformed record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum OnError {
@@ -56,8 +59,10 @@ pub enum OnError {
     Skip,
 }
 
+/// How to read a corpus: its format, where a record's id and text are, and what to do with bad records.
 #[derive(Clone, Debug)]
 pub struct ReaderOptions {
+    /// The format (`Auto`: from the path, see [`detect_format`]).
     pub format: InputFormat,
     /// JSONL: the id field (`None`: use "id" when present, else the record index).
     pub id_field: Option<String>,
@@ -67,6 +72,7 @@ pub struct ReaderOptions {
     pub id_column: Option<String>,
     /// CSV/TSV: the text column (`None`: a column named "text", else an error listing the header).
     pub text_column: Option<String>,
+    /// What to do with a malformed record.
     pub on_error: OnError,
     /// Reject invalid UTF-8 instead of replacing it with U+FFFD.
     pub strict_utf8: bool,
@@ -286,6 +292,8 @@ pub struct CorpusReader {
 }
 
 impl CorpusReader {
+    /// Opens `path` in the format of `options` (or the detected one). Fails if the file or directory cannot be
+    /// read, or a CSV/TSV file has no header row or lacks a named column (the header is read here).
     pub fn open(path: &Path, options: &ReaderOptions) -> Result<CorpusReader, ReadError> {
         let format = match options.format {
             InputFormat::Auto => detect_format(path),
@@ -329,6 +337,7 @@ impl CorpusReader {
         })
     }
 
+    /// The counts so far (final once the iteration has ended).
     pub fn stats(&self) -> &ReadStats {
         &self.stats
     }

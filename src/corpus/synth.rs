@@ -59,6 +59,7 @@ pub struct GenConfig {
     pub zipf: f64,
     /// Put the most common English words at the top ranks (otherwise the vocabulary is all pseudo-words).
     pub english: bool,
+    /// The seed every random stream (vocabulary, plan, each document's text, slots and edits) derives from.
     pub seed: u64,
 }
 
@@ -556,6 +557,7 @@ pub enum ClusterKind {
 }
 
 impl ClusterKind {
+    /// The name in the truth file's `kind` column: `edit` or `template`.
     pub fn name(self) -> &'static str {
         match self {
             ClusterKind::Edit => "edit",
@@ -567,9 +569,13 @@ impl ClusterKind {
 /// The edits actually applied to one document.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EditLog {
+    /// Words replaced by a fresh Zipf word.
     pub substitutions: u32,
+    /// Fresh Zipf words inserted.
     pub insertions: u32,
+    /// Words deleted.
     pub deletions: u32,
+    /// Block moves (a run of words cut out and put back elsewhere).
     pub moves: u32,
     /// Template slots filled with this member's own values (0 for edit clusters).
     pub slots: u32,
@@ -582,16 +588,20 @@ pub struct EditLog {
 pub struct TruthMember {
     /// 0-based document index (the id is its decimal string).
     pub index: u64,
+    /// Whether this member is the cluster's base (its smallest index) rather than a copy.
     pub is_base: bool,
     /// The edit rate drawn for this copy (0 for the base).
     pub edit_rate: f64,
+    /// What was actually applied to this member.
     pub log: EditLog,
 }
 
+/// One planted cluster, as the truth file lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TruthCluster {
     /// 0-based; clusters are numbered in order of their base's position.
     pub id: u64,
+    /// What kind of near-duplicates it holds.
     pub kind: ClusterKind,
     /// Ascending document index; the first is the base.
     pub members: Vec<TruthMember>,
@@ -600,6 +610,7 @@ pub struct TruthCluster {
 /// The ground truth: every planted cluster.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Truth {
+    /// The clusters, in `id` order (that of their base's position).
     pub clusters: Vec<TruthCluster>,
 }
 
@@ -750,10 +761,12 @@ impl Generator {
         })
     }
 
+    /// Number of documents in the corpus.
     pub fn len(&self) -> usize {
         self.config.docs
     }
 
+    /// Whether the corpus has no documents.
     pub fn is_empty(&self) -> bool {
         self.config.docs == 0
     }

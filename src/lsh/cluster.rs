@@ -13,6 +13,7 @@ pub struct UnionFind {
 }
 
 impl UnionFind {
+    /// `n` singleton sets {0}, ..., {n - 1}. Panics if `n` exceeds `u32::MAX`.
     pub fn new(n: usize) -> UnionFind {
         assert!(n <= u32::MAX as usize);
         UnionFind {
@@ -21,10 +22,12 @@ impl UnionFind {
         }
     }
 
+    /// The number of elements n (not of sets).
     pub fn len(&self) -> usize {
         self.parent.len()
     }
 
+    /// Whether there are no elements.
     pub fn is_empty(&self) -> bool {
         self.parent.is_empty()
     }
@@ -92,8 +95,11 @@ pub enum GroupMode {
 /// A verified edge between document positions, with its similarity.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Edge {
+    /// One document's position.
     pub a: u32,
+    /// The other document's position.
     pub b: u32,
+    /// The pair's similarity, in [0, 1].
     pub similarity: f64,
 }
 
@@ -101,7 +107,9 @@ pub struct Edge {
 /// then the smallest position).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
+    /// Document positions, ascending.
     pub members: Vec<u32>,
+    /// The centre, one of `members`.
     pub center: u32,
 }
 
@@ -199,20 +207,27 @@ pub fn group(n: usize, edges: &[Edge], mode: GroupMode) -> Vec<Group> {
 /// Similarity statistics of one group, over its member pairs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupStats {
+    /// Number of members.
     pub size: usize,
-    /// Verified edges inside the group and the smallest and mean similarity among them.
+    /// Verified edges inside the group.
     pub edges: usize,
+    /// The smallest similarity among those edges (NaN when there are none).
     pub min_edge: f64,
+    /// The mean similarity of those edges (NaN when there are none).
     pub mean_edge: f64,
     /// Member pairs examined for the chaining columns: all of them (`sampled == false`) or a seeded random
     /// sample of `pair_budget`.
     pub pairs_examined: usize,
+    /// Whether the group has more than `pair_budget` member pairs, so that a sample (drawn with replacement)
+    /// was examined instead of all of them.
     pub sampled: bool,
-    /// Smallest and mean exact similarity over the examined member pairs.
+    /// The smallest exact similarity over the examined member pairs (NaN when none was examined).
     pub min_pair: f64,
+    /// The mean exact similarity over the examined member pairs (0 when none was examined).
     pub mean_pair: f64,
-    /// Examined member pairs below the threshold, and with no shingle in common: a chained group shows here.
+    /// Examined member pairs below the threshold: a chained group shows here.
     pub pairs_below_threshold: usize,
+    /// Examined member pairs with no shingle in common (similarity 0): the clearest sign of chaining.
     pub pairs_disjoint: usize,
 }
 

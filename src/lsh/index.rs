@@ -16,12 +16,15 @@ use rustc_hash::FxHashMap;
 /// Hashes each band of a signature to a 64-bit key.
 #[derive(Clone, Debug)]
 pub struct BandHasher {
+    /// The banding whose bands are hashed.
     pub banding: Banding,
+    /// The seed each band's own seed is derived from.
     pub seed: u64,
     band_seeds: Vec<u64>,
 }
 
 impl BandHasher {
+    /// A hasher for `banding`; band i's seed is the xxh3 of i under `seed`.
     pub fn new(banding: Banding, seed: u64) -> BandHasher {
         // Band i hashes with its own seed, so the same slots in two bands give unrelated keys.
         let band_seeds = (0..banding.bands as u64)
@@ -86,6 +89,7 @@ pub struct LshIndex {
 }
 
 impl LshIndex {
+    /// An empty index for `banding`, its band keys seeded by `seed`, with no bucket cap.
     pub fn new(banding: Banding, seed: u64) -> LshIndex {
         LshIndex {
             hasher: BandHasher::new(banding, seed),
@@ -104,6 +108,7 @@ impl LshIndex {
         self
     }
 
+    /// The banding the index uses.
     pub fn banding(&self) -> Banding {
         self.hasher.banding
     }
@@ -113,6 +118,7 @@ impl LshIndex {
         self.len
     }
 
+    /// Whether no document has been inserted.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -163,13 +169,15 @@ impl LshIndex {
 pub struct CandidateStats {
     /// Documents banded (empty ones excluded).
     pub documents: u64,
-    /// Classes of two or more documents with identical banded slots, and the documents in them.
+    /// Classes of two or more documents with identical banded slots.
     pub duplicate_classes: u64,
+    /// Documents in those classes.
     pub documents_in_duplicate_classes: u64,
     /// Largest class of identical banded slots.
     pub largest_duplicate_class: u64,
-    /// Buckets (over all bands) holding two or more classes, and the largest, in documents.
+    /// Buckets (over all bands) holding two or more classes.
     pub shared_buckets: u64,
+    /// The largest of those buckets, in documents.
     pub largest_bucket: u64,
     /// Classes or buckets over the cap, enumerated as a star.
     pub capped_groups: u64,
@@ -183,7 +191,9 @@ pub struct CandidateStats {
 /// Candidate pairs `(a, b)` with `a < b` (document positions), sorted and distinct.
 #[derive(Clone, Debug, Default)]
 pub struct Candidates {
+    /// The pairs `(a, b)`, `a < b`, sorted.
     pub pairs: Vec<(u32, u32)>,
+    /// What generation did, including what it left out.
     pub stats: CandidateStats,
 }
 
@@ -210,6 +220,7 @@ pub fn batch_candidates(
      shingles, or raise --max-candidates"
 )]
 pub struct TooManyCandidates {
+    /// The limit that was exceeded (`max_pairs`).
     pub limit: u64,
 }
 

@@ -8,26 +8,35 @@ use std::fmt;
 /// A banding: `bands` bands of `rows` slots each, using `bands * rows` of the signature's slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Banding {
+    /// Number of bands b.
     pub bands: usize,
+    /// Rows (signature slots) per band r.
     pub rows: usize,
 }
 
 /// Why a banding or threshold was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum BandingError {
+    /// b = 0.
     #[error("--bands must be at least 1 (got 0)")]
     ZeroBands,
+    /// r = 0.
     #[error("--rows must be at least 1 (got 0)")]
     ZeroRows,
+    /// b * r is more than the signature's slots.
     #[error(
         "{bands} bands x {rows} rows needs {} slots, but the signature has only --num-perm {num_perm}",
         bands * rows
     )]
     TooManyHashes {
+        /// The bands asked for.
         bands: usize,
+        /// The rows per band asked for.
         rows: usize,
+        /// The signature length k.
         num_perm: usize,
     },
+    /// A similarity threshold (the value given) is outside (0, 1].
     #[error("threshold {0} is outside (0, 1]")]
     ThresholdOutOfRange(f64),
 }
@@ -142,10 +151,12 @@ pub fn find_root(f: impl Fn(f64) -> f64, target: f64, mut lo: f64, mut hi: f64) 
 /// pairs). Counts may be scaled (a sample of m out of M pairs weighted by M/m), hence `f64`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimilarityHistogram {
+    /// Pairs per bin (possibly weighted); of n bins, bin i covers [i/n, (i+1)/n), the last one including 1.
     pub counts: Vec<f64>,
 }
 
 impl SimilarityHistogram {
+    /// An empty histogram of `bins` equal-width bins. Panics if `bins` is 0.
     pub fn new(bins: usize) -> Self {
         assert!(bins > 0, "a histogram needs at least one bin");
         SimilarityHistogram {
@@ -171,6 +182,7 @@ impl SimilarityHistogram {
         ((s.clamp(0.0, 1.0) * n as f64) as usize).min(n - 1)
     }
 
+    /// Counts one similarity `s` (clamped to [0, 1]) `weight` times.
     pub fn add(&mut self, s: f64, weight: f64) {
         let i = self.bin_of(s);
         self.counts[i] += weight;
@@ -304,7 +316,7 @@ pub fn report(banding: &Banding, step: f64, crossings: &[f64]) -> String {
     out
 }
 
-/// A probability with 4 significant digits, switching to scientific notation below 1e-4.
+/// A probability with 4 decimals, switching to scientific notation (4 significant digits) below 1e-4.
 pub fn format_probability(p: f64) -> String {
     if p == 0.0 || p >= 1e-4 {
         format!("{p:.4}")

@@ -9,23 +9,33 @@ use std::fmt::Write;
 /// Targets: P(s_hi) >= 1 - max_fn and P(s_lo) <= max_fp.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Targets {
+    /// The low similarity, where a pair should rarely become a candidate.
     pub s_lo: f64,
+    /// The false-positive target: the largest acceptable P(s_lo).
     pub max_fp: f64,
+    /// The high similarity, where a pair should almost always become a candidate.
     pub s_hi: f64,
+    /// The false-negative target: the largest acceptable miss rate 1 - P(s_hi).
     pub max_fn: f64,
 }
 
 /// One row of the tuning table.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TuneRow {
+    /// The banding this row describes.
     pub banding: Banding,
+    /// Its rule-of-thumb threshold (1/b)^(1/r).
     pub rule_of_thumb: f64,
+    /// Where its S-curve is steepest ([`Banding::steepest_point`]).
     pub steepest: f64,
+    /// P(s_lo): the probability that a pair of similarity s_lo becomes a candidate.
     pub p_lo: f64,
+    /// P(s_hi): the probability that a pair of similarity s_hi becomes a candidate.
     pub p_hi: f64,
 }
 
 impl TuneRow {
+    /// The row of `banding`, with its probabilities at the similarities of `targets`.
     pub fn new(banding: Banding, targets: &Targets) -> TuneRow {
         TuneRow {
             banding,
@@ -36,10 +46,12 @@ impl TuneRow {
         }
     }
 
+    /// Whether P(s_hi) >= 1 - max_fn.
     pub fn meets_recall(&self, t: &Targets) -> bool {
         self.p_hi >= 1.0 - t.max_fn
     }
 
+    /// Whether P(s_lo) <= max_fp.
     pub fn meets_fp(&self, t: &Targets) -> bool {
         self.p_lo <= t.max_fp
     }
@@ -66,8 +78,11 @@ pub enum TuneOutcome {
     /// recovered later, while verification removes false positives at a cost), or the highest-recall banding
     /// when none meets it.
     Infeasible {
+        /// The Pareto front, fewest false positives first.
         front: Vec<TuneRow>,
+        /// The banding suggested instead.
         compromise: TuneRow,
+        /// Whether the compromise meets the recall target (otherwise it is the highest-recall banding).
         compromise_meets_recall: bool,
     },
 }
@@ -80,6 +95,8 @@ fn by_fewest_fp(a: &TuneRow, b: &TuneRow) -> std::cmp::Ordering {
         .then(a.banding.cmp(&b.banding))
 }
 
+/// Scores every (b, r) with b*r <= `num_perm` against `targets`: the bandings meeting both targets, or, when
+/// none does, the Pareto front and a compromise. Panics if `num_perm` is 0 ([`TuneOptions::validate`] checks).
 pub fn tune(num_perm: usize, targets: &Targets) -> TuneOutcome {
     let rows: Vec<TuneRow> = all_bandings(num_perm)
         .into_iter()
