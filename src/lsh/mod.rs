@@ -1,7 +1,5 @@
 //! Locality-sensitive hashing over MinHash signatures: S-curve theory, (b, r) tuning, the banding index and
 //! grouping by union-find.
-//!
-//! OWNER: LSH helper.
 
 pub mod cluster;
 pub mod index;
