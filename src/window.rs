@@ -231,7 +231,7 @@ pub mod x86 {
     impl WindowsX8 {
         /// # Panics
         /// If `k` is not in `1..=8`.
-        #[inline]
+        #[inline(always)]
         pub fn new(token: Avx512, k: usize, short_key: u64) -> Self {
             assert!(
                 (1..=8).contains(&k),
@@ -246,30 +246,29 @@ pub mod x86 {
                 }
             }
             let key_len = super::mix_short(0, k as u64, short_key);
-            // SAFETY: the token proves AVX-512F.
-            unsafe { Self::from_tables(token, &idx, key_len) }
-        }
-
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        fn from_tables(_: Avx512, idx: &[u8; 64], key_len: u64) -> Self {
-            WindowsX8 {
-                // SAFETY: `idx` is 64 readable bytes.
-                shuffle: unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) },
-                key_len: _mm512_set1_epi64(key_len as i64),
+            let _ = token;
+            // SAFETY: the token proves AVX-512F; `idx` is 64 readable bytes.
+            unsafe {
+                WindowsX8 {
+                    shuffle: _mm512_loadu_si512(idx.as_ptr().cast()),
+                    key_len: _mm512_set1_epi64(key_len as i64),
+                }
             }
         }
 
         /// The ids of the windows starting at `p`, `p + 1`, ..., `p + 7`.
         ///
         /// # Safety
-        /// `p` is valid for reading 16 bytes.
-        #[inline]
-        #[target_feature(enable = "avx512f,avx512bw")]
+        /// `p` is valid for reading 16 bytes, and the CPU supports AVX-512 F/BW (a `WindowsX8` exists only
+        /// where it does; this is an `unsafe fn` rather than a `#[target_feature]` one so that it always
+        /// inlines into the hot loops that call it).
+        #[inline(always)]
         pub unsafe fn ids(&self, p: *const u8) -> __m512i {
-            // SAFETY: 16 readable bytes at p by the caller's contract.
-            let src = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(p.cast()) });
-            _mm512_xor_si512(_mm512_shuffle_epi8(src, self.shuffle), self.key_len)
+            // SAFETY: 16 readable bytes at p and AVX-512 F/BW, by the caller's contract.
+            unsafe {
+                let src = _mm512_broadcast_i32x4(_mm_loadu_si128(p.cast()));
+                _mm512_xor_si512(_mm512_shuffle_epi8(src, self.shuffle), self.key_len)
+            }
         }
     }
 
