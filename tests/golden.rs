@@ -9,6 +9,8 @@
 //! Re-recording (only when an output is *meant* to change, with the reason in the commit):
 //! `LSHBENCH_GOLDEN_RECORD=1 cargo test --test golden`.
 
+mod common;
+
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -118,21 +120,23 @@ fn compute(dir: &Path) -> BTreeMap<String, String> {
     for kernel in KERNELS {
         for isa in ISAS.iter().filter(|i| isa_supported(i)) {
             for threads in ["1", "2"] {
+                let sketch = |output: &str| {
+                    lshbench(&[
+                        "sketch",
+                        "--input",
+                        CORPUS,
+                        "--kernel",
+                        kernel,
+                        "--isa",
+                        isa,
+                        "--threads",
+                        threads,
+                        "--output",
+                        output,
+                    ])
+                };
                 let npy = d(&format!("{kernel}-{isa}-{threads}.npy"));
-                let mut args = vec![
-                    "sketch",
-                    "--input",
-                    CORPUS,
-                    "--kernel",
-                    kernel,
-                    "--isa",
-                    isa,
-                    "--threads",
-                    threads,
-                    "--output",
-                ];
-                args.push(&npy);
-                lshbench(&args);
+                sketch(&npy);
                 let how = format!("--isa {isa} --threads {threads}");
                 put(
                     format!("sketch/{kernel}.npy"),
@@ -148,20 +152,7 @@ fn compute(dir: &Path) -> BTreeMap<String, String> {
                 // The CSV writer is the same for every ISA: one thread count is enough there.
                 if threads == "2" {
                     let csv = d(&format!("{kernel}-{isa}.csv"));
-                    let mut args = vec![
-                        "sketch",
-                        "--input",
-                        CORPUS,
-                        "--kernel",
-                        kernel,
-                        "--isa",
-                        isa,
-                        "--threads",
-                        "2",
-                        "--output",
-                    ];
-                    args.push(&csv);
-                    lshbench(&args);
+                    sketch(&csv);
                     put(
                         format!("sketch/{kernel}.csv"),
                         file_digest(Path::new(&csv)),
@@ -242,9 +233,7 @@ fn compute(dir: &Path) -> BTreeMap<String, String> {
         "--out",
         quick.to_str().unwrap(),
     ]);
-    let mut csvs = Vec::new();
-    collect_csvs(&quick, &mut csvs);
-    csvs.sort();
+    let csvs = common::files_with_extension(&quick, "csv");
     assert!(!csvs.is_empty(), "the quick experiments wrote no CSV");
     for path in csvs {
         let name = path.strip_prefix(&quick).unwrap().to_str().unwrap();
@@ -255,17 +244,6 @@ fn compute(dir: &Path) -> BTreeMap<String, String> {
         );
     }
     digests
-}
-
-fn collect_csvs(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            collect_csvs(&path, out);
-        } else if path.extension().is_some_and(|e| e == "csv") {
-            out.push(path);
-        }
-    }
 }
 
 fn parse(text: &str) -> BTreeMap<String, String> {

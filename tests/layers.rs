@@ -4,6 +4,8 @@
 //! module must be given its floor). A cycle between modules is impossible under a strict order, so this is also
 //! the cycle check.
 
+mod common;
+
 use std::path::Path;
 
 /// Every top-level module of the library and its layer, lowest first.
@@ -76,23 +78,10 @@ fn imports(text: &str) -> Vec<String> {
     out
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 #[test]
 fn no_module_imports_one_of_its_own_or_a_higher_layer() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
+    let files = common::files_with_extension(&src, "rs");
     let mut wrong = Vec::new();
     for file in &files {
         let rel = file.strip_prefix(&src).unwrap();

@@ -4,28 +4,18 @@
 //! `arch::Avx2`, which only a checked dispatch makes); and every `unsafe` block says why it is sound in a
 //! `// SAFETY:` comment.
 
-use std::path::{Path, PathBuf};
+mod common;
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
+use std::path::Path;
 
 fn sources() -> Vec<(String, Vec<String>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     for dir in ["src", "benches", "examples"] {
         if root.join(dir).is_dir() {
-            rust_files(&root.join(dir), &mut files);
+            files.extend(common::files_with_extension(&root.join(dir), "rs"));
         }
     }
-    files.sort();
     files
         .into_iter()
         .map(|f| {

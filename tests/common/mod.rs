@@ -22,6 +22,25 @@ use rand_xoshiro::rand_core::{Rng, SeedableRng};
 /// z for a two-sided false-alarm rate of 1e-6 per check: Phi^-1(1 - 5e-7).
 pub const Z_1E6: f64 = 4.891_638_5;
 
+/// Every file below `dir` whose name ends in `.ext`, recursively, sorted (the source scans and the golden
+/// outputs walk trees with it).
+pub fn files_with_extension(dir: &std::path::Path, ext: &str) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, ext: &str, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, ext, out);
+            } else if path.extension().is_some_and(|e| e == ext) {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, ext, &mut out);
+    out.sort();
+    out
+}
+
 /// Every instruction set this CPU can run.
 pub fn supported_isas() -> Vec<Isa> {
     Isa::ALL.into_iter().filter(|i| i.supported()).collect()
