@@ -473,6 +473,17 @@ pub struct DedupConfig {
     pub max_candidates: u64,
 }
 
+/// The seed of the band hash a run with kernel seed `seed` uses (fixed, so keys can be recomputed outside a run,
+/// e.g. by the Python binding's `band_keys` and its streaming index).
+pub fn band_seed(seed: u64) -> u64 {
+    seed ^ 0x4c53_4842_414e_4453
+}
+
+/// The band hasher [`dedup_signed`] bands with, for `banding` and the kernel seed `seed`.
+pub fn band_hasher(banding: Banding, seed: u64) -> BandHasher {
+    BandHasher::new(banding, band_seed(seed))
+}
+
 /// Bands, verifies and groups an already signed corpus. Texts are released unless `keep_texts`.
 pub fn dedup_signed(
     corpus: &mut Corpus,
@@ -488,8 +499,8 @@ pub fn dedup_signed(
 
     // Band.
     let t_band = Instant::now();
-    // The band hash seed is derived from the kernel seed; it only has to be fixed within a run.
-    let hasher = BandHasher::new(config.choice.banding, config.seed ^ 0x4c53_4842_414e_4453);
+    // The band hash seed is derived from the kernel seed.
+    let hasher = band_hasher(config.choice.banding, config.seed);
     let mut cands = index::batch_candidates_limited(
         &corpus.signatures,
         k,

@@ -1,0 +1,1035 @@
+//! The Python module `lshbench._lshbench`: a thin binding over the `lshbench` library (built without its CLI
+//! features). Each function converts its arguments once, releases the GIL for the whole computation, runs on a
+//! rayon pool of the requested size, and hands back numpy arrays or Arrow buffers without a copy per element.
+//! The Python package `lshbench` (python/lshbench/__init__.py) wraps these functions with keyword defaults,
+//! docstrings and pyarrow Tables.
+//!
+//! Texts arrive as Arrow string columns (read in place from their offset and data buffers: no Python `str` per
+//! row) or as a list of `str` (copied once into Rust strings). Errors carry the library's own messages, which
+//! name the CLI's flags, as `ValueError`; a Rust panic surfaces as `pyo3_runtime.PanicException` (the wheel is
+//! built with `panic = "unwind"`, see the `wheel` profile in the root Cargo.toml).
+
+use lshbench::arch::Isa;
+use lshbench::dedup::state::{State, StateParams};
+use lshbench::dedup::{self, Corpus, DedupConfig, Verify};
+use lshbench::exact;
+use lshbench::kernel::{self, Kernel, KernelParams};
+use lshbench::lsh::cluster::GroupMode;
+use lshbench::lsh::index::LshIndex;
+use lshbench::lsh::scurve::{Banding, ScurveOptions};
+use lshbench::lsh::tune::{self as tuning, Targets, TuneOptions, TuneOutcome, TuneRow};
+use lshbench::shingle::{Normalization, ShingleKind, Shingler};
+use numpy::{
+    PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
+};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+use pyo3_arrow::PyTable;
+use pyo3_arrow::input::AnyArray;
+use rayon::prelude::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float64Array, LargeStringArray, RecordBatch, StringArray,
+    StringViewArray, UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema};
+
+fn value_error(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Texts: Arrow columns in place, or owned strings from a Python list.
+
+/// The texts of one call. Arrow chunks are kept alive (their buffers are Rust-owned after the C data import),
+/// so `&str` views into them can cross the GIL release.
+enum Texts {
+    Arrow(Vec<ArrayRef>),
+    Owned(Vec<String>),
+}
+
+impl Texts {
+    fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Texts> {
+        if obj.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err(
+                "texts must be a sequence of str or an Arrow string array, not a single str",
+            ));
+        }
+        if obj.hasattr("__arrow_c_array__")? || obj.hasattr("__arrow_c_stream__")? {
+            let any: AnyArray = obj.extract()?;
+            let chunked = any.into_chunked_array()?;
+            let (chunks, _field) = chunked.into_inner();
+            for c in &chunks {
+                match c.data_type() {
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {}
+                    other => {
+                        return Err(PyTypeError::new_err(format!(
+                            "texts: an Arrow array of {other}; expected string, large_string or string_view"
+                        )));
+                    }
+                }
+            }
+            return Ok(Texts::Arrow(chunks));
+        }
+        let mut out = Vec::new();
+        for (i, item) in obj.try_iter()?.enumerate() {
+            let item = item?;
+            let s = item.cast::<PyString>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "texts[{i}]: expected str, got {}",
+                    item.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                ))
+            })?;
+            out.push(s.to_cow()?.into_owned());
+        }
+        Ok(Texts::Owned(out))
+    }
+
+    /// A view of every text; a null Arrow value is refused with its row number.
+    fn views(&self) -> PyResult<Vec<&str>> {
+        match self {
+            Texts::Owned(v) => Ok(v.iter().map(String::as_str).collect()),
+            Texts::Arrow(chunks) => {
+                let total: usize = chunks.iter().map(|c| c.len()).sum();
+                let mut out = Vec::with_capacity(total);
+                let mut row = 0usize;
+                for c in chunks {
+                    if c.null_count() > 0 {
+                        let i = (0..c.len()).find(|&i| c.is_null(i)).unwrap_or(0);
+                        return Err(PyValueError::new_err(format!(
+                            "texts[{}] is null: every document needs a text",
+                            row + i
+                        )));
+                    }
+                    let any = c.as_any();
+                    if let Some(a) = any.downcast_ref::<StringArray>() {
+                        out.extend(a.iter().map(|s| s.unwrap_or("")));
+                    } else if let Some(a) = any.downcast_ref::<LargeStringArray>() {
+                        out.extend(a.iter().map(|s| s.unwrap_or("")));
+                    } else if let Some(a) = any.downcast_ref::<StringViewArray>() {
+                        out.extend(a.iter().map(|s| s.unwrap_or("")));
+                    }
+                    row += c.len();
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// Ids: given (one per text, `str` or anything `str()` accepts), else the 0-based position as the CLI does.
+fn ids_from_py(ids: Option<&Bound<'_, PyAny>>, n: usize, first: usize) -> PyResult<Vec<String>> {
+    let Some(ids) = ids.filter(|x| !x.is_none()) else {
+        return Ok((first..first + n).map(|i| i.to_string()).collect());
+    };
+    let ids = if ids.hasattr("to_pylist")? {
+        ids.call_method0("to_pylist")?
+    } else {
+        ids.clone()
+    };
+    let mut out = Vec::with_capacity(n);
+    for item in ids.try_iter()? {
+        out.push(item?.str()?.to_cow()?.into_owned());
+    }
+    if out.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "ids: {} ids for {n} texts",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Shingler and kernel from keyword arguments, with the CLI's checks and messages.
+
+#[derive(Clone)]
+struct SignSpec {
+    kernel: String,
+    num_perm: usize,
+    seed: u64,
+    shingle: ShingleKind,
+    normalization: Normalization,
+    isa: Option<Isa>,
+}
+
+impl SignSpec {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        kernel: &str,
+        num_perm: usize,
+        seed: u64,
+        shingle: &str,
+        lowercase: bool,
+        collapse_whitespace: bool,
+        strip_punctuation: bool,
+        isa: Option<&str>,
+    ) -> PyResult<SignSpec> {
+        let shingle: ShingleKind = shingle.parse().map_err(value_error)?;
+        let isa = match isa {
+            None | Some("auto") => None,
+            Some(name) => Some(Isa::parse(name).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "isa `{name}`: expected auto, scalar, portable, avx2 or avx512"
+                ))
+            })?),
+        };
+        Ok(SignSpec {
+            kernel: kernel.to_string(),
+            num_perm,
+            seed,
+            shingle,
+            normalization: Normalization {
+                lowercase,
+                collapse_whitespace,
+                strip_punctuation,
+            },
+            isa,
+        })
+    }
+
+    fn build(&self) -> PyResult<(Shingler, Box<dyn Kernel>)> {
+        let kernel = kernel::build(
+            &self.kernel,
+            &KernelParams {
+                num_perm: self.num_perm,
+                seed: self.seed,
+                isa: self.isa,
+            },
+        )
+        .map_err(value_error)?;
+        let shingler = Shingler::new(self.shingle, self.normalization, self.seed)
+            .with_isa(self.isa)
+            .map_err(value_error)?;
+        Ok((shingler, kernel))
+    }
+}
+
+fn pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
+    lshbench::exec::thread_pool(threads).map_err(value_error)
+}
+
+thread_local! {
+    static IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Signs every text on the current rayon pool, in input order: (n x k slots, empty flags).
+fn sign_all(texts: &[&str], shingler: &Shingler, kernel: &dyn Kernel) -> (Vec<u32>, Vec<bool>) {
+    let k = kernel.num_perm();
+    let mut sigs = vec![0u32; texts.len() * k];
+    let mut empty = vec![false; texts.len()];
+    sigs.par_chunks_mut(k)
+        .zip(empty.par_iter_mut())
+        .zip(texts.par_iter())
+        .with_min_len(8)
+        .for_each(|((out, is_empty), text)| {
+            IDS.with_borrow_mut(|ids| *is_empty = kernel.sign_text(shingler, text, ids, out));
+        });
+    (sigs, empty)
+}
+
+fn matrix<'py>(py: Python<'py>, data: Vec<u32>, k: usize) -> PyResult<Bound<'py, PyArray2<u32>>> {
+    let n = data.len() / k.max(1);
+    PyArray1::from_vec(py, data).reshape([n, k])
+}
+
+/// sketch(texts, kernel, num_perm, seed, shingle, lowercase, collapse_whitespace, strip_punctuation, isa,
+/// threads) -> uint32 array (n, num_perm).
+#[pyfunction]
+#[pyo3(signature = (texts, kernel, num_perm, seed, shingle, lowercase, collapse_whitespace, strip_punctuation, isa, threads))]
+#[allow(clippy::too_many_arguments)]
+fn sketch<'py>(
+    py: Python<'py>,
+    texts: &Bound<'py, PyAny>,
+    kernel: &str,
+    num_perm: usize,
+    seed: u64,
+    shingle: &str,
+    lowercase: bool,
+    collapse_whitespace: bool,
+    strip_punctuation: bool,
+    isa: Option<&str>,
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyArray2<u32>>> {
+    let spec = SignSpec::new(
+        kernel,
+        num_perm,
+        seed,
+        shingle,
+        lowercase,
+        collapse_whitespace,
+        strip_punctuation,
+        isa,
+    )?;
+    let (shingler, kernel) = spec.build()?;
+    let pool = pool(threads)?;
+    let texts = Texts::from_py(texts)?;
+    let sigs = py.detach(|| -> PyResult<Vec<u32>> {
+        let views = texts.views()?;
+        Ok(pool
+            .install(|| sign_all(&views, &shingler, kernel.as_ref()))
+            .0)
+    })?;
+    matrix(py, sigs, num_perm)
+}
+
+/// band_keys(signatures, bands, rows, seed) -> uint64 array (n, bands): the keys `dedup` bands by.
+#[pyfunction]
+fn band_keys<'py>(
+    py: Python<'py>,
+    signatures: PyReadonlyArray2<'py, u32>,
+    bands: usize,
+    rows: usize,
+    seed: u64,
+) -> PyResult<Bound<'py, PyArray2<u64>>> {
+    let shape = signatures.shape();
+    let (n, k) = (shape[0], shape[1]);
+    let banding = Banding::new(bands, rows, k).map_err(value_error)?;
+    let sigs = signatures
+        .as_slice()
+        .map(|s| s.to_vec())
+        .or_else(|_| Ok::<_, PyErr>(signatures.as_array().iter().copied().collect::<Vec<u32>>()))?;
+    let hasher = dedup::band_hasher(banding, seed);
+    let keys = py.detach(|| {
+        let mut keys = vec![0u64; n * bands];
+        if bands > 0 && k > 0 {
+            keys.par_chunks_mut(bands)
+                .zip(sigs.par_chunks(k))
+                .for_each(|(out, sig)| {
+                    for (b, o) in out.iter_mut().enumerate() {
+                        *o = hasher.key(b, sig);
+                    }
+                });
+        }
+        keys
+    });
+    PyArray1::from_vec(py, keys).reshape([n, bands])
+}
+
+/// A contiguous copy of a 2-d uint32 array (no copy when it is already C-contiguous... as a slice).
+fn rows_of(sigs: &PyReadonlyArray2<'_, u32>) -> (Vec<u32>, usize, usize) {
+    let shape = sigs.shape();
+    let data = match sigs.as_slice() {
+        Ok(s) => s.to_vec(),
+        Err(_) => sigs.as_array().iter().copied().collect(),
+    };
+    (data, shape[0], shape[1])
+}
+
+fn estimator(kernel: &str, num_perm: usize, seed: u64) -> PyResult<Box<dyn Kernel>> {
+    kernel::build(
+        kernel,
+        &KernelParams {
+            num_perm,
+            seed,
+            isa: Some(Isa::Scalar),
+        },
+    )
+    .map_err(value_error)
+}
+
+/// estimate(sig_a, sig_b, kernel, seed) -> float: the kernel's Jaccard estimate of two signatures.
+#[pyfunction]
+fn estimate(
+    sig_a: PyReadonlyArray1<'_, u32>,
+    sig_b: PyReadonlyArray1<'_, u32>,
+    kernel: &str,
+    seed: u64,
+) -> PyResult<f64> {
+    let (a, b) = (sig_a.as_array(), sig_b.as_array());
+    if a.len() != b.len() {
+        return Err(PyValueError::new_err(format!(
+            "signatures of different lengths: {} and {}",
+            a.len(),
+            b.len()
+        )));
+    }
+    let (a, b): (Vec<u32>, Vec<u32>) = (a.iter().copied().collect(), b.iter().copied().collect());
+    Ok(estimator(kernel, a.len(), seed)?.estimate(&a, &b))
+}
+
+fn pairs_of(pairs: &PyReadonlyArray2<'_, i64>, n: usize) -> PyResult<Vec<(usize, usize)>> {
+    let arr = pairs.as_array();
+    if arr.ncols() != 2 {
+        return Err(PyValueError::new_err(format!(
+            "pairs must have shape (m, 2), not {:?}",
+            arr.shape()
+        )));
+    }
+    let mut out = Vec::with_capacity(arr.nrows());
+    for (row, p) in arr.rows().into_iter().enumerate() {
+        let check = |x: i64| -> PyResult<usize> {
+            if x < 0 || x as usize >= n {
+                Err(PyValueError::new_err(format!(
+                    "pairs[{row}]: index {x} is outside 0..{n}"
+                )))
+            } else {
+                Ok(x as usize)
+            }
+        };
+        out.push((check(p[0])?, check(p[1])?));
+    }
+    Ok(out)
+}
+
+/// estimate_pairs(signatures, pairs, kernel, seed, threads) -> float64 array (m,).
+#[pyfunction]
+fn estimate_pairs<'py>(
+    py: Python<'py>,
+    signatures: PyReadonlyArray2<'py, u32>,
+    pairs: PyReadonlyArray2<'py, i64>,
+    kernel: &str,
+    seed: u64,
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (sigs, n, k) = rows_of(&signatures);
+    let pairs = pairs_of(&pairs, n)?;
+    let est = estimator(kernel, k.max(1), seed)?;
+    let pool = pool(threads)?;
+    let out = py.detach(|| {
+        pool.install(|| {
+            pairs
+                .par_iter()
+                .map(|&(a, b)| est.estimate(&sigs[a * k..(a + 1) * k], &sigs[b * k..(b + 1) * k]))
+                .collect::<Vec<f64>>()
+        })
+    });
+    Ok(PyArray1::from_vec(py, out))
+}
+
+/// jaccard(text_a, text_b, shingle, lowercase, collapse_whitespace, strip_punctuation, seed) -> float: exact.
+#[pyfunction]
+fn jaccard(
+    text_a: &str,
+    text_b: &str,
+    shingle: &str,
+    lowercase: bool,
+    collapse_whitespace: bool,
+    strip_punctuation: bool,
+    seed: u64,
+) -> PyResult<f64> {
+    let spec = SignSpec::new(
+        "scalar",
+        1,
+        seed,
+        shingle,
+        lowercase,
+        collapse_whitespace,
+        strip_punctuation,
+        None,
+    )?;
+    let shingler = Shingler::new(spec.shingle, spec.normalization, seed);
+    Ok(exact::jaccard(
+        &exact::shingle_set(&shingler, text_a),
+        &exact::shingle_set(&shingler, text_b),
+    ))
+}
+
+/// jaccard_pairs(texts, pairs, shingle, ..., seed, threads) -> float64 array (m,): exact Jaccard per pair.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn jaccard_pairs<'py>(
+    py: Python<'py>,
+    texts: &Bound<'py, PyAny>,
+    pairs: PyReadonlyArray2<'py, i64>,
+    shingle: &str,
+    lowercase: bool,
+    collapse_whitespace: bool,
+    strip_punctuation: bool,
+    seed: u64,
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let spec = SignSpec::new(
+        "scalar",
+        1,
+        seed,
+        shingle,
+        lowercase,
+        collapse_whitespace,
+        strip_punctuation,
+        None,
+    )?;
+    let shingler = Shingler::new(spec.shingle, spec.normalization, seed);
+    let texts = Texts::from_py(texts)?;
+    let views = texts.views()?;
+    let pairs = pairs_of(&pairs, views.len())?;
+    let pool = pool(threads)?;
+    let out = py.detach(|| {
+        pool.install(|| {
+            pairs
+                .par_iter()
+                .map(|&(a, b)| {
+                    exact::jaccard(
+                        &exact::shingle_set(&shingler, views[a]),
+                        &exact::shingle_set(&shingler, views[b]),
+                    )
+                })
+                .collect::<Vec<f64>>()
+        })
+    });
+    Ok(PyArray1::from_vec(py, out))
+}
+
+/// scurve(bands, rows, s) -> float: P(candidate | similarity s) = 1 - (1 - s^r)^b.
+#[pyfunction]
+fn scurve(bands: usize, rows: usize, s: f64) -> PyResult<f64> {
+    let opts = ScurveOptions {
+        bands,
+        rows,
+        num_perm: None,
+        step: 0.05,
+        crossings: vec![],
+    };
+    let banding = opts.banding().map_err(value_error)?;
+    if !(0.0..=1.0).contains(&s) {
+        return Err(PyValueError::new_err(format!(
+            "s = {s} is not a similarity in [0, 1]"
+        )));
+    }
+    Ok(banding.probability(s))
+}
+
+fn row_dict<'py>(py: Python<'py>, r: &TuneRow) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("bands", r.banding.bands)?;
+    d.set_item("rows", r.banding.rows)?;
+    d.set_item("rule_of_thumb", r.rule_of_thumb)?;
+    d.set_item("steepest", r.steepest)?;
+    d.set_item("p_fp", r.p_lo)?;
+    d.set_item("p_recall", r.p_hi)?;
+    Ok(d)
+}
+
+/// tune(num_perm, fn_sim, fn_prob, fp_sim, fp_prob) -> dict: the CLI's choice and its table.
+#[pyfunction]
+fn tune<'py>(
+    py: Python<'py>,
+    num_perm: usize,
+    fn_sim: f64,
+    fn_prob: f64,
+    fp_sim: f64,
+    fp_prob: f64,
+) -> PyResult<Bound<'py, PyDict>> {
+    for (what, x) in [
+        ("fn", fn_sim),
+        ("fn", fn_prob),
+        ("fp", fp_sim),
+        ("fp", fp_prob),
+    ] {
+        if !(0.0..=1.0).contains(&x) {
+            return Err(PyValueError::new_err(format!(
+                "{what}=({}, {}): both numbers must lie in [0, 1]",
+                if what == "fn" { fn_sim } else { fp_sim },
+                if what == "fn" { fn_prob } else { fp_prob },
+            )));
+        }
+    }
+    let targets = Targets {
+        s_hi: fn_sim,
+        max_fn: fn_prob,
+        s_lo: fp_sim,
+        max_fp: fp_prob,
+    };
+    let opts = TuneOptions {
+        num_perm,
+        targets,
+        top: 15,
+        datasketch: None,
+    };
+    opts.validate().map_err(value_error)?;
+    let out = PyDict::new(py);
+    let table = PyList::empty(py);
+    match tuning::tune(num_perm, &targets) {
+        TuneOutcome::Feasible(rows) => {
+            out.set_item("feasible", true)?;
+            out.set_item("meets_recall", true)?;
+            out.set_item("choice", row_dict(py, &rows[0])?)?;
+            for r in &rows {
+                table.append(row_dict(py, r)?)?;
+            }
+        }
+        TuneOutcome::Infeasible {
+            front,
+            compromise,
+            compromise_meets_recall,
+        } => {
+            out.set_item("feasible", false)?;
+            out.set_item("meets_recall", compromise_meets_recall)?;
+            out.set_item("choice", row_dict(py, &compromise)?)?;
+            for r in &front {
+                table.append(row_dict(py, r)?)?;
+            }
+        }
+    }
+    out.set_item("table", table)?;
+    out.set_item("report", opts.report().map_err(value_error)?)?;
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Dedup.
+
+fn parse_verify(s: &str) -> PyResult<Verify> {
+    match s {
+        "exact" => Ok(Verify::Exact),
+        "estimate" => Ok(Verify::Estimate),
+        "none" => Ok(Verify::None),
+        _ => Err(PyValueError::new_err(format!(
+            "verify `{s}`: expected exact, estimate or none"
+        ))),
+    }
+}
+
+fn parse_groups(s: &str) -> PyResult<GroupMode> {
+    match s {
+        "components" => Ok(GroupMode::Components),
+        "center" => Ok(GroupMode::Center),
+        _ => Err(PyValueError::new_err(format!(
+            "groups `{s}`: expected components or center"
+        ))),
+    }
+}
+
+fn table(py: Python<'_>, columns: Vec<(&str, ArrayRef)>) -> PyResult<Py<PyAny>> {
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(name, a)| Field::new(*name, a.data_type().clone(), a.null_count() > 0))
+        .collect();
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        columns.into_iter().map(|(_, a)| a).collect(),
+    )
+    .map_err(value_error)?;
+    let t = PyTable::try_new(vec![batch], schema)?;
+    Ok(t.into_pyarrow(py)?.unbind())
+}
+
+/// dedup(texts, ids, threshold, bands, rows, verify, groups, kernel, num_perm, seed, shingle, lowercase,
+/// collapse_whitespace, strip_punctuation, bucket_cap, max_candidates, pair_budget, isa, threads)
+/// -> (pairs, clusters) as pyarrow Tables with the CLI's CSV columns.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn dedup_texts<'py>(
+    py: Python<'py>,
+    texts: &Bound<'py, PyAny>,
+    ids: Option<&Bound<'py, PyAny>>,
+    threshold: Option<f64>,
+    bands: Option<usize>,
+    rows: Option<usize>,
+    verify: &str,
+    groups: &str,
+    kernel: &str,
+    num_perm: usize,
+    seed: u64,
+    shingle: &str,
+    lowercase: bool,
+    collapse_whitespace: bool,
+    strip_punctuation: bool,
+    bucket_cap: usize,
+    max_candidates: u64,
+    pair_budget: usize,
+    isa: Option<&str>,
+    threads: Option<usize>,
+) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    let spec = SignSpec::new(
+        kernel,
+        num_perm,
+        seed,
+        shingle,
+        lowercase,
+        collapse_whitespace,
+        strip_punctuation,
+        isa,
+    )?;
+    let verify = parse_verify(verify)?;
+    let groups = parse_groups(groups)?;
+    let choice = dedup::choose_banding(bands, rows, threshold, num_perm).map_err(value_error)?;
+    if bucket_cap < 2 {
+        return Err(value_error(dedup::DedupError::BucketCap));
+    }
+    let (shingler, kernel) = spec.build()?;
+    let pool = pool(threads)?;
+    let texts = Texts::from_py(texts)?;
+    let n = match &texts {
+        Texts::Owned(v) => v.len(),
+        Texts::Arrow(c) => c.iter().map(|a| a.len()).sum(),
+    };
+    let ids = ids_from_py(ids, n, 0)?;
+    let config = DedupConfig {
+        choice,
+        verify,
+        groups,
+        bucket_cap,
+        pair_budget,
+        seed,
+        max_candidates,
+    };
+    let outcome = py.detach(|| -> PyResult<dedup::DedupOutcome> {
+        let views = texts.views()?;
+        pool.install(|| {
+            let (signatures, empty) = sign_all(&views, &shingler, kernel.as_ref());
+            let mut corpus = Corpus {
+                ids,
+                empty,
+                signatures,
+                texts: if verify == Verify::Exact {
+                    views.iter().map(|s| s.to_string()).collect()
+                } else {
+                    vec![String::new(); views.len()]
+                },
+                loaded: 0,
+            };
+            dedup::dedup_signed(&mut corpus, kernel.as_ref(), &shingler, &config, false)
+                .map_err(value_error)
+        })
+    })?;
+    let o = &outcome;
+    let id = |i: u32| o.ids[i as usize].as_str();
+    let pairs = table(
+        py,
+        vec![
+            (
+                "id_a",
+                Arc::new(StringArray::from_iter_values(
+                    o.verified.iter().map(|p| id(p.a)),
+                )) as ArrayRef,
+            ),
+            (
+                "id_b",
+                Arc::new(StringArray::from_iter_values(
+                    o.verified.iter().map(|p| id(p.b)),
+                )),
+            ),
+            (
+                "estimate",
+                Arc::new(Float64Array::from_iter_values(
+                    o.verified.iter().map(|p| p.estimate),
+                )),
+            ),
+            (
+                "jaccard",
+                Arc::new(Float64Array::from_iter(
+                    o.verified.iter().map(|p| p.jaccard),
+                )),
+            ),
+            (
+                "verified_by",
+                Arc::new(StringArray::from_iter_values(o.verified.iter().map(
+                    |p| match (verify, p.jaccard) {
+                        (Verify::Exact, Some(_)) => "exact",
+                        (Verify::Exact, None) => "estimate (loaded document, no text)",
+                        (v, _) => v.name(),
+                    },
+                ))),
+            ),
+        ],
+    )?;
+    let mut group = Vec::new();
+    let mut member = Vec::new();
+    let mut size = Vec::new();
+    let mut center = Vec::new();
+    let mut is_center = Vec::new();
+    let mut sim = Vec::new();
+    for (g, (grp, sims)) in o.groups.iter().zip(&o.to_center).enumerate() {
+        for (&m, &s) in grp.members.iter().zip(sims) {
+            group.push(g as u64);
+            member.push(id(m));
+            size.push(grp.members.len() as u64);
+            center.push(id(grp.center));
+            is_center.push(m == grp.center);
+            sim.push(s);
+        }
+    }
+    let clusters = table(
+        py,
+        vec![
+            ("group", Arc::new(UInt64Array::from(group)) as ArrayRef),
+            ("id", Arc::new(StringArray::from_iter_values(member))),
+            ("size", Arc::new(UInt64Array::from(size))),
+            ("center", Arc::new(StringArray::from_iter_values(center))),
+            ("is_center", Arc::new(BooleanArray::from(is_center))),
+            ("similarity_to_center", Arc::new(Float64Array::from(sim))),
+        ],
+    )?;
+    Ok((pairs, clusters))
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The streaming index.
+
+/// An LSH index over signatures of texts, with ids; saves and loads the CLI's dedup state format.
+#[pyclass(module = "lshbench._lshbench", name = "LSHIndex")]
+struct PyLshIndex {
+    spec: SignSpec,
+    shingler: Shingler,
+    kernel: Box<dyn Kernel>,
+    index: LshIndex,
+    ids: Vec<String>,
+    empty: Vec<bool>,
+    signatures: Vec<u32>,
+    threads: Option<usize>,
+}
+
+impl PyLshIndex {
+    fn sign(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<(Vec<u32>, Vec<bool>)> {
+        let pool = pool(self.threads)?;
+        let texts = Texts::from_py(texts)?;
+        let (shingler, kernel) = (&self.shingler, self.kernel.as_ref());
+        py.detach(|| {
+            let views = texts.views()?;
+            Ok(pool.install(|| sign_all(&views, shingler, kernel)))
+        })
+    }
+
+    fn state_params(&self) -> StateParams {
+        StateParams::new(self.kernel.as_ref(), &self.shingler, self.spec.seed)
+    }
+
+    /// Adds documents (signatures and flags) under their ids; empty ones are kept but never indexed.
+    /// With `query`, first returns for each the ids of earlier documents sharing a band.
+    fn add(
+        &mut self,
+        ids: Vec<String>,
+        sigs: &[u32],
+        empty: &[bool],
+        query: bool,
+    ) -> Vec<Vec<String>> {
+        let k = self.spec.num_perm;
+        let mut found = Vec::new();
+        for (j, id) in ids.into_iter().enumerate() {
+            let sig = &sigs[j * k..(j + 1) * k];
+            let pos = self.ids.len() as u32;
+            if query {
+                let hits = if empty[j] {
+                    Vec::new()
+                } else {
+                    self.index.query(sig)
+                };
+                found.push(hits.iter().map(|&h| self.ids[h as usize].clone()).collect());
+            }
+            if !empty[j] {
+                self.index.insert(pos, sig);
+            }
+            self.ids.push(id);
+            self.empty.push(empty[j]);
+            self.signatures.extend_from_slice(sig);
+        }
+        found
+    }
+}
+
+#[pymethods]
+impl PyLshIndex {
+    #[new]
+    #[pyo3(signature = (bands, rows, kernel, num_perm, seed, shingle, lowercase, collapse_whitespace, strip_punctuation, isa, threads))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        bands: usize,
+        rows: usize,
+        kernel: &str,
+        num_perm: Option<usize>,
+        seed: u64,
+        shingle: &str,
+        lowercase: bool,
+        collapse_whitespace: bool,
+        strip_punctuation: bool,
+        isa: Option<&str>,
+        threads: Option<usize>,
+    ) -> PyResult<Self> {
+        let num_perm = num_perm.unwrap_or(bands.saturating_mul(rows));
+        let banding = Banding::new(bands, rows, num_perm).map_err(value_error)?;
+        let spec = SignSpec::new(
+            kernel,
+            num_perm,
+            seed,
+            shingle,
+            lowercase,
+            collapse_whitespace,
+            strip_punctuation,
+            isa,
+        )?;
+        let (shingler, kernel) = spec.build()?;
+        pool(threads)?;
+        Ok(PyLshIndex {
+            spec,
+            shingler,
+            kernel,
+            index: LshIndex::new(banding, dedup::band_seed(seed)),
+            ids: Vec::new(),
+            empty: Vec::new(),
+            signatures: Vec::new(),
+            threads,
+        })
+    }
+
+    /// Documents held (empty ones included).
+    fn __len__(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The ids, in insertion order.
+    #[getter]
+    fn ids(&self) -> Vec<String> {
+        self.ids.clone()
+    }
+
+    /// (bands, rows).
+    #[getter]
+    fn banding(&self) -> (usize, usize) {
+        let b = self.index.banding();
+        (b.bands, b.rows)
+    }
+
+    /// The parameters of the signatures (as in a state file's header).
+    #[getter]
+    fn params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let p = self.state_params();
+        let d = PyDict::new(py);
+        d.set_item("kernel", p.kernel)?;
+        d.set_item("num_perm", p.num_perm)?;
+        d.set_item("seed", p.seed)?;
+        d.set_item("shingle", p.shingle)?;
+        d.set_item("lowercase", p.lowercase)?;
+        d.set_item("collapse_whitespace", p.collapse_whitespace)?;
+        d.set_item("strip_punctuation", p.strip_punctuation)?;
+        Ok(d)
+    }
+
+    /// The signatures held, (len, num_perm) uint32.
+    fn signatures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<u32>>> {
+        matrix(py, self.signatures.clone(), self.spec.num_perm)
+    }
+
+    #[pyo3(signature = (texts, ids=None))]
+    fn insert(
+        &mut self,
+        py: Python<'_>,
+        texts: &Bound<'_, PyAny>,
+        ids: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let (sigs, empty) = self.sign(py, texts)?;
+        let ids = ids_from_py(ids, empty.len(), self.ids.len())?;
+        self.add(ids, &sigs, &empty, false);
+        Ok(())
+    }
+
+    fn query(&mut self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<String>>> {
+        let (sigs, empty) = self.sign(py, texts)?;
+        let k = self.spec.num_perm;
+        Ok((0..empty.len())
+            .map(|j| {
+                if empty[j] {
+                    return Vec::new();
+                }
+                self.index
+                    .query(&sigs[j * k..(j + 1) * k])
+                    .iter()
+                    .map(|&h| self.ids[h as usize].clone())
+                    .collect()
+            })
+            .collect())
+    }
+
+    #[pyo3(signature = (texts, ids=None))]
+    fn query_then_insert(
+        &mut self,
+        py: Python<'_>,
+        texts: &Bound<'_, PyAny>,
+        ids: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Vec<String>>> {
+        let (sigs, empty) = self.sign(py, texts)?;
+        let ids = ids_from_py(ids, empty.len(), self.ids.len())?;
+        Ok(self.add(ids, &sigs, &empty, true))
+    }
+
+    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        let params = self.state_params();
+        py.detach(|| {
+            lshbench::dedup::state::save_parts(
+                &path,
+                &params,
+                &self.ids,
+                &self.empty,
+                &self.signatures,
+            )
+        })
+        .map_err(value_error)
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (path, bands, rows, isa, threads))]
+    fn load(
+        py: Python<'_>,
+        path: PathBuf,
+        bands: usize,
+        rows: usize,
+        isa: Option<&str>,
+        threads: Option<usize>,
+    ) -> PyResult<Self> {
+        let state = py.detach(|| State::load(&path)).map_err(value_error)?;
+        let p = &state.params;
+        let mut index = PyLshIndex::new(
+            bands,
+            rows,
+            &p.kernel,
+            Some(p.num_perm),
+            p.seed,
+            &p.shingle,
+            p.lowercase,
+            p.collapse_whitespace,
+            p.strip_punctuation,
+            isa,
+            threads,
+        )?;
+        index.add(state.ids, &state.signatures, &state.empty, false);
+        Ok(index)
+    }
+}
+
+/// The names of the registered kernels.
+#[pyfunction]
+fn kernels() -> Vec<&'static str> {
+    kernel::names()
+}
+
+/// The instruction sets this CPU runs, narrowest first.
+#[pyfunction]
+fn isas() -> Vec<&'static str> {
+    Isa::ALL
+        .iter()
+        .filter(|i| i.supported())
+        .map(|i| i.name())
+        .collect()
+}
+
+/// Raises a Rust panic (for the test that a panic becomes a Python exception, not an abort).
+#[pyfunction]
+fn _panic_for_test() {
+    panic!("lshbench: a deliberate panic for the test suite");
+}
+
+#[pymodule]
+fn _lshbench(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(sketch, m)?)?;
+    m.add_function(wrap_pyfunction!(band_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(jaccard, m)?)?;
+    m.add_function(wrap_pyfunction!(jaccard_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(scurve, m)?)?;
+    m.add_function(wrap_pyfunction!(tune, m)?)?;
+    m.add_function(wrap_pyfunction!(dedup_texts, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels, m)?)?;
+    m.add_function(wrap_pyfunction!(isas, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    m.add_class::<PyLshIndex>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
