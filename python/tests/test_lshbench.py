@@ -1,0 +1,407 @@
+"""The Python package against the CLI and against independent computations."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lshbench
+
+
+def cli_kernels(cli):
+    """The kernel names `lshbench info` lists."""
+    out = cli("info").stdout
+    lines = out.split("kernels:\n", 1)[1].splitlines()
+    return [ln.split()[0] for ln in lines if ln.startswith("  ")]
+
+
+def cli_npy(cli, tmp_path, input_path, *flags):
+    out = tmp_path / "sigs.npy"
+    cli("sketch", "--input", input_path, "--output", out, *flags)
+    return np.load(out)
+
+
+# ------------------------------------------------------------------------------------------------ sketch
+
+
+def test_registry_matches_cli_info(cli):
+    assert lshbench.kernels() == cli_kernels(cli)
+
+
+def test_sketch_equals_cli_for_every_kernel(cli, tmp_path, corpus, corpus_path):
+    _, texts = corpus
+    column = pa.chunked_array([pa.array(texts[:3000], type=pa.large_string()), pa.array(texts[3000:], type=pa.large_string())])
+    for kernel in cli_kernels(cli):
+        want = cli_npy(cli, tmp_path, corpus_path, "--kernel", kernel, "--num-perm", 128, "--seed", 42)
+        got = lshbench.sketch(column, kernel=kernel, num_perm=128, seed=42)
+        assert got.dtype == np.uint32 and got.shape == want.shape == (len(texts), 128), kernel
+        assert got.tobytes() == want.tobytes(), f"kernel {kernel}: bytes differ from `lshbench sketch`"
+
+
+@pytest.mark.parametrize(
+    "flags,kwargs",
+    [
+        (["--shingle", "word:2", "--lowercase"], dict(shingle="word:2", lowercase=True)),
+        (
+            ["--shingle", "char:9", "--collapse-whitespace", "--strip-punctuation"],
+            dict(shingle="char:9", collapse_whitespace=True, strip_punctuation=True),
+        ),
+        (["--shingle", "byte:4", "--seed", "7", "--num-perm", "37"], dict(shingle="byte:4", seed=7, num_perm=37)),
+        (["--shingle", "stopword:2"], dict(shingle="stopword:2")),
+    ],
+)
+def test_sketch_equals_cli_with_shingles_and_normalisation(cli, tmp_path, corpus, write_jsonl, flags, kwargs):
+    ids, texts = corpus
+    path = write_jsonl("part.jsonl", ids[:800], texts[:800])
+    for kernel in ("oph-opt", "simd"):
+        want = cli_npy(cli, tmp_path, path, "--kernel", kernel, *flags)
+        got = lshbench.sketch(texts[:800], kernel=kernel, **kwargs)
+        assert got.tobytes() == want.tobytes(), (kernel, flags)
+
+
+def test_every_input_type_gives_the_same_bytes(corpus):
+    _, texts = corpus
+    texts = texts[:500] + ["", "héllo wörld ünïcode", "a"]
+    want = lshbench.sketch(texts, num_perm=64)
+    for column in (
+        pa.array(texts),
+        pa.array(texts, type=pa.large_string()),
+        pa.array(texts, type=pa.string_view()),
+        pa.chunked_array([pa.array(texts[:100]), pa.array(texts[100:])]),
+        np.array(texts),
+        np.array(texts, dtype=object),
+        pa.array(texts).slice(0),  # a zero-offset slice
+    ):
+        assert lshbench.sketch(column, num_perm=64).tobytes() == want.tobytes(), type(column)
+    # A slice with an offset reads the right rows.
+    sliced = pa.array(texts).slice(10, 20)
+    assert lshbench.sketch(sliced, num_perm=64).tobytes() == want[10:30].tobytes()
+    # The empty document's row is all 2**32 - 1.
+    assert (want[500] == 2**32 - 1).all()
+
+
+def test_same_bytes_for_every_isa_and_thread_count(corpus):
+    _, texts = corpus
+    col = pa.array(texts[:1500])
+    for kernel in lshbench.kernels():
+        want = lshbench.sketch(col, kernel=kernel, isa="scalar", threads=1)
+        for isa in lshbench.isas():
+            for threads in (1, 2, 3):
+                got = lshbench.sketch(col, kernel=kernel, isa=isa, threads=threads)
+                assert got.tobytes() == want.tobytes(), (kernel, isa, threads)
+
+
+def test_arrow_input_makes_no_python_object_per_row():
+    n = 200_000
+    column = pa.array([f"document number {i} with some words in it" for i in range(n)])
+    lshbench.sketch(column[:10], num_perm=1)  # warm up imports and caches
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        sigs = lshbench.sketch(column, num_perm=1, threads=1)
+        _, arrow_peak = tracemalloc.get_traced_memory()
+        # The same measure sees per-row objects when there are some: the list path makes a str per row.
+        tracemalloc.reset_peak()
+        lshbench.sketch(column.to_pylist(), num_perm=1, threads=1)
+        _, list_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sigs.shape == (n, 1)
+    # The output is n * 4 bytes of numpy data; a Python str costs at least 49 bytes.
+    print(f"tracemalloc peak: arrow column {arrow_peak} B, list of str {list_peak} B, for {n} rows")
+    assert arrow_peak < n * 8, f"{arrow_peak} bytes traced for {n} rows: Python objects per row?"
+    assert list_peak > n * 49
+
+
+def test_sketch_releases_the_gil(corpus):
+    _, texts = corpus
+    column = pa.array(texts * 2)
+    ticks = 0
+    stop = threading.Event()
+
+    def count():
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+
+    t = threading.Thread(target=count)
+    t.start()
+    time.sleep(0.05)
+    before = ticks
+    t0 = time.perf_counter()
+    lshbench.sketch(column, kernel="simd", threads=1)
+    seconds = time.perf_counter() - t0
+    during = ticks - before
+    stop.set()
+    t.join()
+    print(f"sketch took {seconds:.2f} s; the other thread counted {during} ticks meanwhile")
+    assert seconds > 0.1, "the input is too small to tell"
+    # Holding the GIL for the call would leave the counter all but still (it gets the GIL only between calls).
+    assert during > 10_000
+
+
+# ------------------------------------------------------------------------------------------------ errors
+
+
+def test_bad_arguments_raise_with_the_cli_messages(cli, corpus_path, tmp_path):
+    texts = ["some text here", "other text"]
+    cli_err = cli("sketch", "--input", corpus_path, "--kernel", "nope", "-o", tmp_path / "x.npy", check=False)
+    assert cli_err.returncode != 0
+    with pytest.raises(ValueError) as e:
+        lshbench.sketch(texts, kernel="nope")
+    assert str(e.value) in cli_err.stderr
+    cases = [
+        (lambda: lshbench.sketch(texts, num_perm=0), ValueError, "num_perm must be at least 1"),
+        (lambda: lshbench.sketch(texts, shingle="char:0"), ValueError, "the length must be at least 1"),
+        (lambda: lshbench.sketch(texts, shingle="tri:3"), ValueError, "unknown kind `tri`"),
+        (lambda: lshbench.sketch(texts, shingle="char"), ValueError, "expected KIND:N"),
+        (lambda: lshbench.sketch(texts, isa="sse9"), ValueError, "isa `sse9`"),
+        (lambda: lshbench.sketch(texts, threads=0), ValueError, "--threads must be at least 1"),
+        (lambda: lshbench.sketch(texts, seed=-1), ValueError, "seed must not be negative"),
+        (lambda: lshbench.sketch("one string"), TypeError, "not a single str"),
+        (lambda: lshbench.sketch(["a", 3]), TypeError, "texts[1]: expected str"),
+        (lambda: lshbench.sketch(pa.array([1, 2])), TypeError, "expected string"),
+        (lambda: lshbench.sketch(pa.array(["a", None])), ValueError, "texts[1] is null"),
+        (lambda: lshbench.sketch(np.zeros(3)), TypeError, "dtype float64"),
+        (lambda: lshbench.band_keys(np.zeros((2, 8), np.uint32), 3, 3), ValueError, "9 slots"),
+        (lambda: lshbench.band_keys(np.zeros((2, 8), np.uint32), 0, 3), ValueError, "--bands must be at least 1"),
+        (lambda: lshbench.band_keys(np.zeros((2, 8), np.int64), 2, 3), TypeError, "uint32"),
+        (lambda: lshbench.band_keys(np.zeros(8, np.uint32), 2, 3), ValueError, "2-d"),
+        (lambda: lshbench.estimate(np.zeros(4, np.uint32), np.zeros(5, np.uint32)), ValueError, "different lengths"),
+        (lambda: lshbench.estimate_pairs(np.zeros((2, 4), np.uint32), [[0, 2]]), ValueError, "outside 0..2"),
+        (lambda: lshbench.estimate_pairs(np.zeros((2, 4), np.uint32), [[0, 1, 1]]), ValueError, "shape (m, 2)"),
+        (lambda: lshbench.jaccard_pairs(texts, [[0, -1]]), ValueError, "outside 0..2"),
+        (lambda: lshbench.jaccard("a", "b", shingle="word:0"), ValueError, "at least 1"),
+        (lambda: lshbench.scurve(0, 3, 0.5), ValueError, "--bands must be at least 1"),
+        (lambda: lshbench.scurve(3, 3, 1.5), ValueError, "not a similarity"),
+        (lambda: lshbench.tune(0), ValueError, "--num-perm must be at least 1"),
+        (lambda: lshbench.tune(128, fn=(0.05, 0.01), fp=(0.5, 0.001)), ValueError, "must be below the --fn"),
+        (lambda: lshbench.tune(128, fn=(1.5, 0.01)), ValueError, "must lie in [0, 1]"),
+        (lambda: lshbench.dedup(texts, threshold=0.0), ValueError, "outside (0, 1]"),
+        (lambda: lshbench.dedup(texts, threshold=1.2), ValueError, "outside (0, 1]"),
+        (lambda: lshbench.dedup(texts, bands=4), ValueError, "--bands needs --rows"),
+        (lambda: lshbench.dedup(texts, rows=4), ValueError, "--rows needs --bands"),
+        (lambda: lshbench.dedup(texts, bands=43, rows=3), ValueError, "129 slots"),
+        (lambda: lshbench.dedup(texts, bands=5, rows=25, threshold=0.5), ValueError, "contradicts --bands 5"),
+        (lambda: lshbench.dedup(texts, verify="maybe"), ValueError, "verify `maybe`"),
+        (lambda: lshbench.dedup(texts, groups="cliques"), ValueError, "groups `cliques`"),
+        (lambda: lshbench.dedup(texts, bucket_cap=1), ValueError, "--bucket-cap must be at least 2"),
+        (lambda: lshbench.dedup(texts, ids=["a"]), ValueError, "1 ids for 2 texts"),
+        (lambda: lshbench.LSHIndex(43, 3, num_perm=128), ValueError, "129 slots"),
+        (lambda: lshbench.LSHIndex(4, 4, kernel="nope"), ValueError, "unknown kernel `nope`"),
+        (lambda: lshbench.LSHIndex.load("/nonexistent/state.bin", 4, 4), ValueError, "reading state"),
+    ]
+    for call, exc, message in cases:
+        with pytest.raises(exc) as e:
+            call()
+        assert message in str(e.value), (message, str(e.value))
+
+
+def test_cli_messages_for_dedup_arguments(cli, corpus_path):
+    for flags, call in [
+        (["--threshold", "1.2"], lambda: lshbench.dedup(["a"], threshold=1.2)),
+        (["--bands", "5", "--rows", "25", "--threshold", "0.5"], lambda: lshbench.dedup(["a"], bands=5, rows=25, threshold=0.5)),
+        (["--bands", "4"], lambda: lshbench.dedup(["a"], bands=4)),
+    ]:
+        res = cli("dedup", "--input", corpus_path, *flags, check=False)
+        assert res.returncode != 0
+        with pytest.raises(ValueError) as e:
+            call()
+        assert str(e.value) in res.stderr, (str(e.value), res.stderr)
+
+
+def test_a_rust_panic_becomes_a_python_exception():
+    with pytest.raises(BaseException) as e:
+        lshbench._lshbench._panic_for_test()
+    assert type(e.value).__name__ == "PanicException"
+    assert "deliberate panic" in str(e.value)
+    # The interpreter is still alive and the module still works.
+    assert lshbench.sketch(["still here"], num_perm=4).shape == (1, 4)
+
+
+def test_the_stub_lists_every_public_name():
+    from pathlib import Path
+
+    stub = (Path(lshbench.__file__).parent / "__init__.pyi").read_text()
+    for name in lshbench.__all__:
+        if name != "__version__":
+            assert f"def {name}" in stub or f"class {name}" in stub, name
+
+
+# ------------------------------------------------------------------------------------------------ estimates
+
+
+def _char_set(text, k=5):
+    if not text:
+        return set()
+    if len(text) < k:
+        return {text}
+    return {text[i : i + k] for i in range(len(text) - k + 1)}
+
+
+def test_jaccard_is_exact(corpus):
+    _, texts = corpus
+    rng = np.random.default_rng(1)
+    pairs = rng.integers(0, 2000, size=(300, 2))
+    got = lshbench.jaccard_pairs(texts[:2000], pairs)
+    for (a, b), j in zip(pairs, got):
+        sa, sb = _char_set(texts[a]), _char_set(texts[b])
+        want = len(sa & sb) / len(sa | sb) if sa | sb else 1.0
+        assert j == pytest.approx(want, abs=1e-12)
+        assert lshbench.jaccard(texts[a], texts[b]) == j
+
+
+def test_estimates_are_the_fraction_of_equal_slots(corpus):
+    _, texts = corpus
+    sigs = lshbench.sketch(texts[:2000], num_perm=256)
+    rng = np.random.default_rng(2)
+    pairs = rng.integers(0, 2000, size=(2000, 2))
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    est = lshbench.estimate_pairs(sigs, pairs)
+    frac = (sigs[pairs[:, 0]] == sigs[pairs[:, 1]]).mean(axis=1)
+    np.testing.assert_array_equal(est, frac)
+    assert lshbench.estimate(sigs[pairs[0, 0]], sigs[pairs[0, 1]]) == est[0]
+    # (Unbiasedness against exact Jaccard, over many seeds, is the kernel contract's job: tests/kernels.rs.)
+
+
+def test_scurve_and_tune_match_the_cli(cli):
+    for b, r in [(42, 3), (20, 5), (1, 1)]:
+        for s in (0.0, 0.3, 0.5, 0.9, 1.0):
+            assert lshbench.scurve(b, r, s) == pytest.approx(1 - (1 - s**r) ** b, abs=1e-15)
+    np.testing.assert_allclose(lshbench.scurve(20, 5, np.array([0.2, 0.8])), [lshbench.scurve(20, 5, 0.2), lshbench.scurve(20, 5, 0.8)])
+    for num_perm, fn, fp in [(128, (0.5, 0.01), (0.05, 0.001)), (256, (0.8, 0.05), (0.3, 0.01)), (64, (0.9, 0.1), (0.2, 0.05))]:
+        got = lshbench.tune(num_perm, fn=fn, fp=fp)
+        out = cli("tune", "--num-perm", num_perm, "--fn", f"{fn[0]}:{fn[1]}", "--fp", f"{fp[0]}:{fp[1]}").stdout
+        assert got["report"].strip() == out.strip()
+        c = got["choice"]
+        assert c["p_recall"] == pytest.approx(lshbench.scurve(c["bands"], c["rows"], fn[0]))
+        assert c["p_fp"] == pytest.approx(lshbench.scurve(c["bands"], c["rows"], fp[0]))
+        assert f"{c['bands']:>5} {c['rows']:>5}" in out
+        if got["feasible"]:
+            assert c["p_recall"] >= 1 - fn[1] and c["p_fp"] <= fp[1]
+
+
+# ------------------------------------------------------------------------------------------------ LSH
+
+
+def _candidate_pairs_from_keys(keys):
+    pairs = set()
+    for col in keys.T:
+        buckets = {}
+        for i, key in enumerate(col):
+            buckets.setdefault(int(key), []).append(i)
+        for members in buckets.values():
+            pairs.update(itertools.combinations(members, 2))
+    return pairs
+
+
+def test_band_keys_query_then_insert_and_dedup_agree(corpus):
+    ids, texts = corpus
+    ids, texts = ids[:1500], texts[:1500]
+    bands, rows = 20, 5
+    sigs = lshbench.sketch(texts, num_perm=100)
+    empty = (sigs == 2**32 - 1).all(axis=1)
+    keys = lshbench.band_keys(sigs, bands, rows)
+    assert keys.dtype == np.uint64 and keys.shape == (1500, bands)
+    from_keys = {(a, b) for a, b in _candidate_pairs_from_keys(keys) if not empty[a] and not empty[b]}
+    # The streaming index finds the same pairs, each once, by its later document.
+    index = lshbench.LSHIndex(bands, rows)
+    found = index.query_then_insert(texts, ids)
+    pos = {d: i for i, d in enumerate(ids)}
+    streamed = {(pos[h], j) for j, hits in enumerate(found) for h in hits}
+    assert streamed == from_keys
+    assert len(from_keys) > 100
+    # query() on a full index returns the document itself and its candidates.
+    again = index.query(texts[:50])
+    for j in range(50):
+        if not empty[j]:
+            assert ids[j] in again[j]
+            assert set(again[j]) - {ids[j]} == {ids[b] for a, b in from_keys if a == j} | {ids[a] for a, b in from_keys if b == j}
+    # dedup without verification reports exactly these candidates.
+    pairs, _ = lshbench.dedup(texts, ids, bands=bands, rows=rows, verify="none", num_perm=100)
+    assert {(pos[a], pos[b]) for a, b in zip(pairs["id_a"].to_pylist(), pairs["id_b"].to_pylist())} == from_keys
+
+
+def test_state_files_cross_between_cli_and_python(cli, corpus, write_jsonl, tmp_path):
+    ids, texts = corpus
+    first = write_jsonl("first.jsonl", ids[:1000], texts[:1000])
+    second = write_jsonl("second.jsonl", ids[1300:1600], texts[1300:1600])
+    cli_state = tmp_path / "cli.state"
+    cli("dedup", "--input", first, "--kernel", "oph-opt", "--save", cli_state)
+    # CLI -> Python: the ids and signatures are those Python computes.
+    index = lshbench.LSHIndex.load(cli_state, 42, 3)
+    assert index.ids == ids[:1000]
+    assert index.params["kernel"] == "oph-opt" and index.params["num_perm"] == 128
+    np.testing.assert_array_equal(index.signatures(), lshbench.sketch(texts[:1000]))
+    # Python adds documents and saves; the CLI loads it and reports only pairs with a document read now.
+    index.insert(texts[1000:1300], ids[1000:1300])
+    py_state = tmp_path / "py.state"
+    index.save(py_state)
+    pairs_csv = tmp_path / "pairs.csv"
+    cli("dedup", "--input", second, "--kernel", "oph-opt", "--load", py_state, "--pairs", pairs_csv, "--save", tmp_path / "both.state")
+    both = lshbench.LSHIndex.load(tmp_path / "both.state", 42, 3)
+    assert both.ids == ids[:1600]
+    np.testing.assert_array_equal(both.signatures(), lshbench.sketch(texts[:1600]))
+    with open(pairs_csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows, "expected some near-duplicates across the two halves"
+    assert all(r["id_b"] in set(ids[1300:1600]) or r["id_a"] in set(ids[1300:1600]) for r in rows)
+    # A state made with other parameters is refused by the CLI with its own message.
+    other = lshbench.LSHIndex(16, 4, kernel="simd", num_perm=64)
+    other.insert(texts[:10], ids[:10])
+    other.save(tmp_path / "other.state")
+    res = cli("dedup", "--input", second, "--kernel", "oph-opt", "--load", tmp_path / "other.state", check=False)
+    assert res.returncode != 0 and "other signature parameters" in res.stderr
+
+
+# ------------------------------------------------------------------------------------------------ dedup
+
+
+def _csv_rows(path):
+    with open(path, newline="") as f:
+        return [tuple(r) for r in csv.reader(f)]
+
+
+def _fmt(x):
+    return "" if x is None else f"{x:.6f}"
+
+
+@pytest.mark.parametrize("kernel,flags,kwargs", [
+    ("oph-opt", [], {}),
+    ("simd", ["--threshold", "0.7", "--groups", "center"], dict(threshold=0.7, groups="center")),
+    ("oph-opt", ["--bands", "20", "--rows", "5", "--verify", "estimate"], dict(bands=20, rows=5, verify="estimate")),
+])
+def test_dedup_equals_cli_dedup_on_the_shipped_corpus(cli, corpus, corpus_path, tmp_path, kernel, flags, kwargs):
+    ids, texts = corpus
+    p_csv, c_csv = tmp_path / "pairs.csv", tmp_path / "clusters.csv"
+    cli("dedup", "--input", corpus_path, "--kernel", kernel, *flags, "--pairs", p_csv, "--clusters", c_csv)
+    pairs, clusters = lshbench.dedup(pa.array(texts), pa.array(ids), kernel=kernel, threads=2, **kwargs)
+    assert pairs.column_names == ["id_a", "id_b", "estimate", "jaccard", "verified_by"]
+    assert clusters.column_names == ["group", "id", "size", "center", "is_center", "similarity_to_center"]
+    got_pairs = [("id_a", "id_b", "estimate", "jaccard", "verified_by")] + [
+        (r["id_a"], r["id_b"], _fmt(r["estimate"]), _fmt(r["jaccard"]), r["verified_by"]) for r in pairs.to_pylist()
+    ]
+    got_clusters = [("group", "id", "size", "center", "is_center", "similarity_to_center")] + [
+        (str(r["group"]), r["id"], str(r["size"]), r["center"], "1" if r["is_center"] else "0", _fmt(r["similarity_to_center"]))
+        for r in clusters.to_pylist()
+    ]
+    want_pairs, want_clusters = _csv_rows(p_csv), _csv_rows(c_csv)
+    assert len(want_pairs) > 100
+    assert got_pairs == want_pairs
+    assert got_clusters == want_clusters
+
+
+def test_dedup_default_ids_are_positions():
+    texts = ["the same text, twice over", "the same text, twice over", "something else entirely"]
+    pairs, clusters = lshbench.dedup(texts)
+    assert pairs.to_pylist() == [
+        {"id_a": "0", "id_b": "1", "estimate": 1.0, "jaccard": 1.0, "verified_by": "exact"}
+    ]
+    assert clusters["id"].to_pylist() == ["0", "1"]
