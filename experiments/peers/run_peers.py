@@ -8,6 +8,10 @@ What it measures (all on data/spamassassin.jsonl.gz, char:5 shingles, k = 128, s
      shingles (and, for datasketch, encoding them to UTF-8 bytes) are timed apart and reported on their own rows.
    * lshbench is timed as a whole process (`lshbench sketch ... --threads 1`): start-up, gzip and JSON reading,
      shingling, hashing, signing and writing the .npy are all inside its number.
+   * From Python, every tool starts from the same pyarrow column of texts and ends with a signature matrix:
+     lshbench's `sketch(column)` (reads the Arrow buffers in place, shingles and signs in Rust), rensa's whole
+     path (column -> list of str, split shingles in Python, `digest_matrix_from_token_sets`) and datasketch's
+     whole path (the same, plus encoding to bytes and `MinHash.bulk`).
 2. Estimation error against exact Jaccard: every pair `lshbench exact` reports at J >= 0.3, plus a random sample of
    pairs whose exact J is computed here from the Python shingle sets; bias, RMSE and relative MSE
    (MSE / (J(1-J)/k)) by J bin for every tool's signatures.
@@ -89,8 +93,19 @@ def ensure_venv() -> Path:
     return py
 
 
+def install_lshbench_python(py: Path) -> None:
+    """Builds and installs the lshbench Python package (python/, maturin) into the venv: incremental, so a rerun
+    with unchanged sources only repackages the wheel."""
+    print("installing the lshbench Python package (./python) into the venv", file=sys.stderr)
+    env = dict(os.environ)
+    env["PATH"] = f"{py.parent}{os.pathsep}{env.get('PATH', '')}"
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--no-build-isolation", "--force-reinstall",
+                    "--no-deps", str(ROOT / "python")], check=True, env=env)
+
+
 def reexec_in_venv() -> None:
     py = ensure_venv()
+    install_lshbench_python(py)
     env = dict(os.environ)
     # One thread everywhere: rensa's batch APIs use rayon, numpy may use a BLAS pool.
     env.update(RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -520,6 +535,49 @@ def main() -> int:
         variant="CMinHash.from_token_sets (objects)", isa=rensa_isa, k=K, measure="sign",
         includes=f"str shingles in -> CMinHash objects; signing only; median of {args.repeats}", **rate(t_rc))
 
+    # ---- from one pyarrow column of texts to a signature matrix, in-process, one thread
+    import pyarrow as pa
+    import lshbench as lbpy
+
+    column = pa.array(texts, type=pa.large_string())
+    py_sigs: dict[str, "np.ndarray"] = {}  # checked against the CLI's .npy below
+    py_version = version("lshbench")
+    versions["pyarrow"] = version("pyarrow")
+    for kern in KERNELS:
+        log(f"lshbench Python sketch(column, kernel={kern})")
+        t_lp, t_lp_all, m = median_time(
+            lambda kern=kern: lbpy.sketch(column, kernel=kern, num_perm=K, seed=SEED, shingle=SHINGLE, threads=1),
+            args.repeats)
+        add(section="throughput", tool="lshbench (Python)", tool_version=py_version,
+            variant=f"sketch(column, kernel={kern!r}, threads=1)", isa=isa.get(kern, ""), k=K, measure="column",
+            includes="pyarrow column in (read in place) -> uint32 matrix: shingling and signing in Rust; median of "
+                     f"{args.repeats}: " + ", ".join(f"{t:.3f}" for t in t_lp_all) + " s",
+            **rate(t_lp))
+        py_sigs[kern] = m
+    log("rensa whole path from the column")
+
+    def rensa_whole():
+        docs = [char_shingles(t) for t in column.to_pylist()]
+        return rensa.RMinHash.digest_matrix_from_token_sets(docs, K, SEED)
+
+    t_rw, t_rw_all, _ = median_time(rensa_whole, args.repeats)
+    add(section="throughput", tool="rensa", tool_version=versions["rensa"],
+        variant="whole path: column.to_pylist() + split char:5 in Python + digest_matrix_from_token_sets",
+        isa=rensa_isa, k=K, measure="column",
+        includes="pyarrow column in -> u32 digest matrix; median of "
+                 f"{args.repeats}: " + ", ".join(f"{t:.3f}" for t in t_rw_all) + " s",
+        **rate(t_rw))
+    log("datasketch whole path from the column")
+
+    def datasketch_whole():
+        docs = [[w.encode("utf-8") for w in char_shingles(t)] for t in column.to_pylist()]
+        return datasketch.MinHash.bulk(docs, num_perm=K, seed=SEED)
+
+    t_dw, _, _ = median_time(datasketch_whole, 1)
+    add(section="throughput", tool="datasketch", tool_version=versions["datasketch"],
+        variant="whole path: column.to_pylist() + split char:5 + encode + MinHash.bulk (affine32)", isa="numpy",
+        k=K, measure="column", includes="pyarrow column in -> MinHash objects; 1 run", **rate(t_dw))
+
     # ---- lshbench sketch: whole process per kernel, and the signatures for the accuracy section
     lb_sig_status = {}
     lb_wall: dict[str, float] = {}
@@ -565,6 +623,9 @@ def main() -> int:
         except Exception as e:  # report, never guess
             lb_sig_status[name] = f"signatures unreadable: {e}"
             continue
+
+        if kern in py_sigs and not np.array_equal(py_sigs[kern], np.load(out)):
+            raise SystemExit(f"lshbench Python sketch(kernel={kern!r}) differs from `lshbench sketch`")
 
         def lb_signer(sd, kern=kern):
             o = work / f"sketch-{kern}-seed{sd}.npy"
@@ -843,6 +904,14 @@ def summary_lines(rows) -> list[str]:
         out.append(f"The whole `lshbench {best['variant']}` process (reading, shingling and signing) took "
                    f"{best['cpu_seconds']:.2f} CPU s, while splitting the shingles alone took Python "
                    f"{sp['cpu_seconds']:.2f} CPU s.")
+    lp = row("throughput", "lshbench (Python)", "sketch(column, kernel='oph-opt'")
+    rw = row("throughput", "rensa", "whole path")
+    if lp and rw and rm and lp.get("cpu_seconds"):
+        out.append(f"From one pyarrow column to a signature matrix, one thread: lshbench's Python `sketch` "
+                   f"(oph-opt) took {lp['cpu_seconds']:.3f} CPU s, rensa's whole path (split shingles in Python, "
+                   f"then sign) {rw['cpu_seconds']:.2f} CPU s ({rw['cpu_seconds'] / lp['cpu_seconds']:.0f}x), "
+                   f"rensa's signing alone {rm['cpu_seconds']:.2f} CPU s "
+                   f"({rm['cpu_seconds'] / lp['cpu_seconds']:.1f}x).")
     acc = [r for r in rows if r["section"] == "accuracy" and not r.get("status") and r.get("pairs", 0) >= 100
            and r.get("bias") is not None and r["j_lo"] != r["j_hi"]]
     worst = []
