@@ -8,6 +8,8 @@
 //!
 //! The work runs on the current rayon pool; the outputs do not depend on its size.
 
+#[cfg(feature = "parquet")]
+pub mod parquet;
 pub mod state;
 
 use crate::corpus::{CorpusReader, ReadError, ReadStats};
@@ -183,11 +185,11 @@ pub fn choose_banding(
 /// Which files a [`run`] writes (none by default).
 #[derive(Clone, Debug, Default)]
 pub struct DedupOutputs {
-    /// The verified pairs as CSV ([`write_pairs`]).
+    /// The verified pairs as CSV ([`write_pairs`]), or Parquet if the name ends in `.parquet`.
     pub pairs: Option<PathBuf>,
-    /// Group membership as CSV ([`write_clusters`]).
+    /// Group membership as CSV ([`write_clusters`]), or Parquet if the name ends in `.parquet`.
     pub clusters: Option<PathBuf>,
-    /// One row per group as CSV ([`write_group_report`]).
+    /// One row per group as CSV ([`write_group_report`]), or Parquet if the name ends in `.parquet`.
     pub group_report: Option<PathBuf>,
     /// The kept corpus as JSONL ([`write_kept`]); the texts are kept in memory until it is written.
     pub kept: Option<PathBuf>,
@@ -335,6 +337,23 @@ pub fn run(
     if options.bucket_cap < 2 {
         return Err(DedupError::BucketCap);
     }
+    #[cfg(not(feature = "parquet"))]
+    {
+        let o = &options.outputs;
+        if let Some(path) = [&o.pairs, &o.clusters, &o.group_report]
+            .into_iter()
+            .flatten()
+            .find(|p| is_parquet(p))
+        {
+            return Err(DedupError::Create {
+                path: path.clone(),
+                cause: io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "Parquet output needs lshbench built with the cargo feature `parquet`",
+                ),
+            });
+        }
+    }
     let params = StateParams::new(kernel, shingler, options.seed);
     let mut corpus = Corpus::default();
     if let Some(path) = &options.load {
@@ -400,13 +419,13 @@ pub fn run(
     progress.stage("writing");
     let t_write = Instant::now();
     if let Some(p) = &outputs.pairs {
-        write_file(p, |w| write_pairs(w, &outcome))?;
+        write_table(p, Table::Pairs, &outcome)?;
     }
     if let Some(p) = &outputs.clusters {
-        write_file(p, |w| write_clusters(w, &outcome))?;
+        write_table(p, Table::Clusters, &outcome)?;
     }
     if let Some(p) = &outputs.group_report {
-        write_file(p, |w| write_group_report(w, &outcome))?;
+        write_table(p, Table::GroupReport, &outcome)?;
     }
     if let Some(p) = &outputs.kept {
         write_file(p, |w| write_kept(w, &outcome, &corpus.texts))?;
@@ -418,6 +437,37 @@ pub fn run(
         outcome,
         read,
         seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The three table outputs of a run.
+#[derive(Clone, Copy, Debug)]
+enum Table {
+    Pairs,
+    Clusters,
+    GroupReport,
+}
+
+/// Whether an output path names a Parquet file (its extension is `.parquet`).
+fn is_parquet(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
+}
+
+/// Writes one table: Parquet when `path` ends in `.parquet` (feature `parquet`; [`run`] refuses the name up front
+/// without it), else CSV.
+fn write_table(path: &Path, which: Table, o: &DedupOutcome) -> Result<(), DedupError> {
+    #[cfg(feature = "parquet")]
+    if is_parquet(path) {
+        return parquet::write_table(path, which, o).map_err(|cause| DedupError::Write {
+            path: path.to_path_buf(),
+            cause,
+        });
+    }
+    write_file(path, |w| match which {
+        Table::Pairs => write_pairs(w, o),
+        Table::Clusters => write_clusters(w, o),
+        Table::GroupReport => write_group_report(w, o),
     })
 }
 
@@ -660,16 +710,21 @@ fn fmt_f(x: f64) -> String {
     }
 }
 
+/// The `verified_by` column of a pair: how it was confirmed.
+fn verified_by(verify: Verify, jaccard: Option<f64>) -> &'static str {
+    match (verify, jaccard) {
+        (Verify::Exact, Some(_)) => "exact",
+        (Verify::Exact, None) => "estimate (loaded document, no text)",
+        (v, _) => v.name(),
+    }
+}
+
 /// Writes the verified pairs as CSV: `id_a,id_b,estimate,jaccard,verified_by`.
 pub fn write_pairs(out: impl Write, o: &DedupOutcome) -> io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(["id_a", "id_b", "estimate", "jaccard", "verified_by"])?;
     for p in &o.verified {
-        let by = match (o.config.verify, p.jaccard) {
-            (Verify::Exact, Some(_)) => "exact",
-            (Verify::Exact, None) => "estimate (loaded document, no text)",
-            (v, _) => v.name(),
-        };
+        let by = verified_by(o.config.verify, p.jaccard);
         w.write_record([
             o.ids[p.a as usize].as_str(),
             o.ids[p.b as usize].as_str(),

@@ -1,5 +1,5 @@
-//! Signatures of a corpus to files: read a corpus, shingle and sign every document, write the signatures as CSV
-//! or NPY (`lshbench sketch` is the command-line front end, in `cli::sketch`).
+//! Signatures of a corpus to files: read a corpus, shingle and sign every document, write the signatures as CSV,
+//! NPY or (feature `parquet`) Parquet (`lshbench sketch` is the command-line front end, in `cli::sketch`).
 //!
 //! Output order equals input order and the bytes written do not depend on the thread count (the work runs on the
 //! current rayon pool) or the instruction set. Memory holds one batch of text plus, for `.npy` only, the n x k
@@ -16,14 +16,25 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+#[cfg(feature = "parquet")]
+pub mod parquet;
+
 /// Why sketching a corpus failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SketchError {
     /// The corpus could not be read (the message names file, line and field).
     #[error(transparent)]
     Read(#[from] ReadError),
-    /// The output path has neither a `.csv` nor a `.npy` extension.
-    #[error("--output {}: the extension must be .csv or .npy", path.display())]
+    /// The output path's extension is not one of the formats of this build (`.csv`, `.npy`, and `.parquet`
+    /// with the `parquet` feature).
+    #[cfg_attr(
+        feature = "parquet",
+        error("--output {}: the extension must be .csv, .npy or .parquet", path.display())
+    )]
+    #[cfg_attr(
+        not(feature = "parquet"),
+        error("--output {}: the extension must be .csv or .npy (.parquet needs the `parquet` feature)", path.display())
+    )]
     Extension {
         /// The refused output path.
         path: PathBuf,
@@ -53,6 +64,10 @@ pub enum SignatureFormat {
     Csv,
     /// `.npy`: an n x k uint32 array, with the ids in `<stem>.ids.csv` beside it (columns `row,id,empty`).
     Npy,
+    /// `.parquet` (feature `parquet`): columns `id` (utf8), `signature` (fixed-size list of k uint32) and
+    /// `empty` (bool), one row per document; see [`parquet`].
+    #[cfg(feature = "parquet")]
+    Parquet,
 }
 
 impl SignatureFormat {
@@ -61,6 +76,8 @@ impl SignatureFormat {
         match path.extension().and_then(|e| e.to_str()) {
             Some("csv") => Some(SignatureFormat::Csv),
             Some("npy") => Some(SignatureFormat::Npy),
+            #[cfg(feature = "parquet")]
+            Some("parquet") => Some(SignatureFormat::Parquet),
             _ => None,
         }
     }
@@ -81,10 +98,12 @@ enum Sink {
         rows: u64,
         slots: Vec<u32>,
     },
+    #[cfg(feature = "parquet")]
+    Parquet(parquet::ParquetSink),
 }
 
-/// Where [`sketch`] writes the signatures: a `.csv` file, or a `.npy` file with its `.ids.csv` beside it. An
-/// empty document's row is all 4294967295 (`u32::MAX`).
+/// Where [`sketch`] writes the signatures: a `.csv` file, a `.npy` file with its `.ids.csv` beside it, or a
+/// `.parquet` file. An empty document's row is all 4294967295 (`u32::MAX`).
 pub struct SignatureWriter {
     path: PathBuf,
     num_perm: usize,
@@ -135,6 +154,15 @@ impl SignatureWriter {
                     slots: Vec::new(),
                 }
             }
+            #[cfg(feature = "parquet")]
+            Some(SignatureFormat::Parquet) => Sink::Parquet(
+                parquet::ParquetSink::create(path, num_perm).map_err(|cause| {
+                    SketchError::Create {
+                        path: parquet::temporary_path(path),
+                        cause,
+                    }
+                })?,
+            ),
             None => {
                 return Err(SketchError::Extension {
                     path: path.to_path_buf(),
@@ -188,6 +216,11 @@ impl SignatureWriter {
                 }
                 slots.extend_from_slice(&batch.signatures);
             }
+            #[cfg(feature = "parquet")]
+            Sink::Parquet(sink) => sink.write(batch).map_err(|cause| SketchError::Write {
+                path: self.path.clone(),
+                cause,
+            })?,
         }
         Ok(())
     }
@@ -225,6 +258,10 @@ impl SignatureWriter {
                 };
                 write().map_err(|cause| SketchError::Write { path, cause })
             }
+            #[cfg(feature = "parquet")]
+            Sink::Parquet(sink) => sink
+                .finish(&path)
+                .map_err(|cause| SketchError::Write { path, cause }),
         }
     }
 }

@@ -201,7 +201,7 @@ fn bad_parameters_are_refused_with_a_message() {
     let input = corpus(dir.path());
     let input = input.to_str().unwrap();
     for (extra, expect) in [
-        (vec!["--output", "x.txt"], ".csv or .npy"),
+        (vec!["--output", "x.txt"], ".csv, .npy or .parquet"),
         (
             vec!["--output", "x.csv", "--kernel", "nope"],
             "unknown kernel",

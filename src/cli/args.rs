@@ -97,10 +97,10 @@ impl ShingleArgs {
 /// flatten it with `#[command(flatten)]`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ReaderArgs {
-    /// The corpus: a JSONL, CSV, TSV or text file (optionally .gz), or a directory of files.
+    /// The corpus: a JSONL, CSV, TSV or text file (optionally .gz), a Parquet file, or a directory of files.
     #[arg(long, value_name = "PATH")]
     pub input: PathBuf,
-    /// Input format; `auto` decides from the path (directory, or extension under an optional .gz).
+    /// Input format; `auto` decides from the path (directory, .parquet, or extension under an optional .gz).
     #[arg(long, value_enum, default_value_t = InputFormat::Auto)]
     pub format: InputFormat,
     /// JSONL: the field holding the id (string or number). Default: "id" when present, else the record index.
@@ -109,10 +109,12 @@ pub struct ReaderArgs {
     /// JSONL: the field holding the text (must be a string).
     #[arg(long, value_name = "NAME", default_value = "text")]
     pub text_field: String,
-    /// CSV/TSV: the column holding the id. Default: the 0-based record index.
+    /// CSV/TSV/Parquet: the column holding the id (Parquet: a string or integer column). Default: the 0-based
+    /// record (row) index.
     #[arg(long, value_name = "NAME")]
     pub id_column: Option<String>,
-    /// CSV/TSV: the column holding the text. Default: a column named "text".
+    /// CSV/TSV/Parquet: the column holding the text (Parquet: string, large string, string view, binary or
+    /// dictionary-encoded; a null is a malformed record). Default: a column named "text".
     #[arg(long, value_name = "NAME")]
     pub text_column: Option<String>,
     /// What a malformed record does: stop the run (`fail`) or get counted and reported (`skip`).

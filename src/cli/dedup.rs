@@ -36,14 +36,17 @@ pub struct DedupArgs {
     /// Grouping: connected components, or `center` (every member has a verified pair with its group's centre).
     #[arg(long, value_enum, default_value_t = GroupMode::Components)]
     pub groups: GroupMode,
-    /// Write the verified pairs as CSV (id_a,id_b,estimate,jaccard,verified_by).
-    #[arg(long, value_name = "CSV")]
+    /// Write the verified pairs as CSV (id_a,id_b,estimate,jaccard,verified_by), or as Parquet with the same
+    /// columns if the name ends in .parquet.
+    #[arg(long, value_name = "CSV|PARQUET")]
     pub pairs: Option<PathBuf>,
-    /// Write group membership as CSV (group,id,size,center,is_center,similarity_to_center).
-    #[arg(long, value_name = "CSV")]
+    /// Write group membership as CSV (group,id,size,center,is_center,similarity_to_center), or as Parquet with
+    /// the same columns if the name ends in .parquet.
+    #[arg(long, value_name = "CSV|PARQUET")]
     pub clusters: Option<PathBuf>,
-    /// Write one row per group as CSV: size, centre, edge and member-pair similarity, chaining counts.
-    #[arg(long, value_name = "CSV")]
+    /// Write one row per group as CSV: size, centre, edge and member-pair similarity, chaining counts (Parquet if
+    /// the name ends in .parquet).
+    #[arg(long, value_name = "CSV|PARQUET")]
     pub group_report: Option<PathBuf>,
     /// Write the kept corpus as JSONL {"id","text"}: every document read that is not removed as a duplicate
     /// (singletons, empty documents and each group's centre), in input order.

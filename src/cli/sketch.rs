@@ -17,8 +17,9 @@ pub struct SketchArgs {
     /// The signature kernel, k, the seed and the instruction set.
     #[command(flatten)]
     pub kernel: KernelArgs,
-    /// Where to write the signatures: `.csv` (columns id,h0,...,h{k-1}) or `.npy` (an n x k uint32 array, with
-    /// the ids in `<stem>.ids.csv` beside it). An empty document's row is all 4294967295.
+    /// Where to write the signatures: `.csv` (columns id,h0,...,h{k-1}), `.npy` (an n x k uint32 array, with
+    /// the ids in `<stem>.ids.csv` beside it) or `.parquet` (columns id: utf8, signature: fixed-size list of k
+    /// uint32, empty: bool). An empty document's row is all 4294967295.
     #[arg(long, short)]
     pub output: PathBuf,
     /// Worker threads (default: every logical CPU). The output is identical for any value.

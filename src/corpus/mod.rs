@@ -2,6 +2,8 @@
 //! with known Jaccard for the statistical tests.
 
 pub mod pairs;
+#[cfg(feature = "parquet")]
+mod parquet;
 pub mod reader;
 pub mod synth;
 

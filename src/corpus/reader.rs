@@ -1,10 +1,11 @@
-//! Streaming corpus readers: JSONL, CSV/TSV with a header, plain text (one document per line) and a directory
-//! (one document per file). `.gz` is read transparently (by extension or gzip magic bytes). One record is held
+//! Streaming corpus readers: JSONL, CSV/TSV with a header, plain text (one document per line), a directory
+//! (one document per file) and, with the `parquet` feature, Parquet (a text column and an id column, see
+//! `corpus/parquet.rs`). `.gz` is read transparently (by extension or gzip magic bytes). One record is held
 //! at a time, so memory does not grow with the corpus.
 //!
 //! Counting rules (so that no document is ever dropped silently):
 //! - a *record* is a JSONL line that is not blank, a CSV/TSV row after the header, a text line, or a file of a
-//!   directory; every record is either yielded as a document or rejected, and both are counted;
+//!   directory, or a row of a Parquet file; every record is either yielded as a document or rejected, and both are counted;
 //! - a blank (empty or all-whitespace) JSONL line is not a record and counts nothing, so files ending in extra
 //!   newlines read cleanly; a blank line of a *text* corpus is an empty document (the text format has no
 //!   syntax to violate, and the empty document is then counted as empty downstream);
@@ -32,8 +33,8 @@ pub struct Document {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum InputFormat {
-    /// From the path: a directory, or the extension under an optional `.gz` (`.jsonl`/`.ndjson`/`.json`,
-    /// `.csv`, `.tsv`/`.tab`, anything else is text).
+    /// From the path: a directory, `.parquet`, or the extension under an optional `.gz`
+    /// (`.jsonl`/`.ndjson`/`.json`, `.csv`, `.tsv`/`.tab`, anything else is text).
     #[default]
     Auto,
     /// One JSON object per line.
@@ -46,6 +47,9 @@ pub enum InputFormat {
     Text,
     /// A directory, one document per file (recursively, in sorted order), the relative path as id.
     Dir,
+    /// Apache Parquet: a text column and an optional id column, streamed batch by batch (needs the `parquet`
+    /// feature, which the command-line tool has).
+    Parquet,
 }
 
 /// What a reader does with a malformed record.
@@ -68,9 +72,9 @@ pub struct ReaderOptions {
     pub id_field: Option<String>,
     /// JSONL: the text field.
     pub text_field: String,
-    /// CSV/TSV: the id column (`None`: the record index).
+    /// CSV/TSV/Parquet: the id column (`None`: the record index).
     pub id_column: Option<String>,
-    /// CSV/TSV: the text column (`None`: a column named "text", else an error listing the header).
+    /// CSV/TSV/Parquet: the text column (`None`: a column named "text", else an error listing the columns).
     pub text_column: Option<String>,
     /// What to do with a malformed record.
     pub on_error: OnError,
@@ -215,6 +219,12 @@ pub fn detect_format(path: &Path) -> InputFormat {
     if path.is_dir() {
         return InputFormat::Dir;
     }
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
+    {
+        return InputFormat::Parquet;
+    }
     let inner: &Path = if has_gz_extension(path) {
         path.file_stem().map(Path::new).unwrap_or(path)
     } else {
@@ -234,7 +244,7 @@ pub fn detect_format(path: &Path) -> InputFormat {
 
 /// A rejected record, before the reader attaches the corpus path (`file` is set when the record lives in a
 /// file of a directory corpus).
-struct Bad {
+pub(super) struct Bad {
     file: Option<PathBuf>,
     line: u64,
     field: String,
@@ -242,7 +252,7 @@ struct Bad {
 }
 
 impl Bad {
-    fn new(line: u64, field: &str, reason: String) -> Bad {
+    pub(super) fn new(line: u64, field: &str, reason: String) -> Bad {
         Bad {
             file: None,
             line,
@@ -253,10 +263,10 @@ impl Bad {
 }
 
 /// A record parsed into owned strings, plus whether invalid UTF-8 was replaced in it.
-struct Parsed {
-    id: Option<String>,
-    text: String,
-    replaced: bool,
+pub(super) struct Parsed {
+    pub(super) id: Option<String>,
+    pub(super) text: String,
+    pub(super) replaced: bool,
 }
 
 enum Inner {
@@ -279,6 +289,8 @@ enum Inner {
         files: std::vec::IntoIter<PathBuf>,
         buf: Vec<u8>,
     },
+    #[cfg(feature = "parquet")]
+    Parquet(Box<super::parquet::ParquetRows>),
 }
 
 /// A streaming reader over one corpus path. Iterating yields documents; under `OnError::Fail` the first
@@ -325,6 +337,20 @@ impl CorpusReader {
                     files: files.into_iter(),
                     buf: Vec::new(),
                 }
+            }
+            #[cfg(feature = "parquet")]
+            InputFormat::Parquet => {
+                Inner::Parquet(Box::new(super::parquet::ParquetRows::open(path, options)?))
+            }
+            #[cfg(not(feature = "parquet"))]
+            InputFormat::Parquet => {
+                return Err(ReadError::Io {
+                    file: path.to_path_buf(),
+                    cause: std::io::Error::new(
+                        std::io::ErrorKind::Unsupported,
+                        "Parquet input needs lshbench built with the cargo feature `parquet`",
+                    ),
+                });
             }
             InputFormat::Auto => unreachable!("resolved above"),
         };
@@ -431,6 +457,14 @@ impl CorpusReader {
                     replaced,
                 })))
             }
+            #[cfg(feature = "parquet")]
+            Inner::Parquet(rows) => {
+                rows.next_record(options.strict_utf8)
+                    .map_err(|cause| ReadError::Io {
+                        file: self.path.clone(),
+                        cause,
+                    })
+            }
             Inner::Dir { root, files, buf } => {
                 let Some(rel) = files.next() else {
                     return Ok(None);
@@ -528,7 +562,7 @@ impl Iterator for CorpusReader {
 }
 
 /// Decodes bytes as UTF-8: borrowed when valid, else replaced (and flagged) or rejected under `strict`.
-fn decode(bytes: &[u8], strict: bool) -> Result<(Cow<'_, str>, bool), String> {
+pub(super) fn decode(bytes: &[u8], strict: bool) -> Result<(Cow<'_, str>, bool), String> {
     match std::str::from_utf8(bytes) {
         Ok(s) => Ok((Cow::Borrowed(s), false)),
         Err(e) if strict => Err(format!(

@@ -1,0 +1,324 @@
+//! Parquet corpora (`--format parquet`, feature `parquet`): a text column and an optional id column, read
+//! batch by batch through the arrow-rs reader, so memory holds one batch of rows and the pages being decoded,
+//! never the file.
+//!
+//! Only the one or two columns asked for are read (a projection), whatever else the file holds. The text column
+//! may be a string (`Utf8`, `LargeUtf8`, `Utf8View`), binary (`Binary`, `LargeBinary`, `BinaryView`: decoded as
+//! UTF-8 under the reader's `--strict` rule) or dictionary-encoded column of those; the id column may also be an
+//! integer column (its values rendered in decimal, as the JSONL reader renders numeric ids). A row is a record:
+//! the `line` of a rejected row's message is its 1-based row number in the file, and a row without an id column
+//! gets its 0-based row index as id, as a CSV record gets its record index.
+
+use super::reader::{Bad, Parsed, ReadError, ReaderOptions, decode};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    ArrowPrimitiveType, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type,
+    UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::DataType;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use std::fs::File;
+use std::path::Path;
+
+/// Rows per decoded batch: small enough that a batch of long documents stays a few megabytes, large enough
+/// that the per-batch overhead vanishes.
+const BATCH_ROWS: usize = 1024;
+
+/// A column we can take text or an id from. `Dict` holds the keys resolved to value positions.
+enum Cells {
+    Utf8(arrow_array::StringArray),
+    LargeUtf8(arrow_array::LargeStringArray),
+    Utf8View(arrow_array::StringViewArray),
+    Binary(arrow_array::BinaryArray),
+    LargeBinary(arrow_array::LargeBinaryArray),
+    BinaryView(arrow_array::BinaryViewArray),
+    /// Integers widened to i128 (which holds every i64 and u64), with their validity.
+    Int(Vec<i128>, Option<arrow_buffer::NullBuffer>),
+    Dict {
+        keys: Vec<usize>,
+        nulls: Option<arrow_buffer::NullBuffer>,
+        values: Box<Cells>,
+    },
+}
+
+/// One cell's value.
+enum Cell<'a> {
+    Null,
+    Str(&'a str),
+    Bytes(&'a [u8]),
+    Int(i128),
+}
+
+/// Whether a column of type `dt` can give text (`ints`: or an id, which may be an integer).
+fn supported(dt: &DataType, ints: bool) -> bool {
+    match dt {
+        DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView => true,
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64 => ints,
+        DataType::Dictionary(_, values) => supported(values, ints),
+        _ => false,
+    }
+}
+
+fn widen<T: ArrowPrimitiveType>(a: &ArrayRef) -> Cells
+where
+    T::Native: Into<i128>,
+{
+    let a = a.as_primitive::<T>();
+    Cells::Int(
+        a.values().iter().map(|&v| v.into()).collect(),
+        a.nulls().cloned(),
+    )
+}
+
+impl Cells {
+    /// The accessor for `a`, whose type [`supported`] accepted.
+    fn new(a: &ArrayRef) -> Cells {
+        match a.data_type() {
+            DataType::Utf8 => Cells::Utf8(a.as_string::<i32>().clone()),
+            DataType::LargeUtf8 => Cells::LargeUtf8(a.as_string::<i64>().clone()),
+            DataType::Utf8View => Cells::Utf8View(a.as_string_view().clone()),
+            DataType::Binary => Cells::Binary(a.as_binary::<i32>().clone()),
+            DataType::LargeBinary => Cells::LargeBinary(a.as_binary::<i64>().clone()),
+            DataType::BinaryView => Cells::BinaryView(a.as_binary_view().clone()),
+            DataType::Int8 => widen::<Int8Type>(a),
+            DataType::Int16 => widen::<Int16Type>(a),
+            DataType::Int32 => widen::<Int32Type>(a),
+            DataType::Int64 => widen::<Int64Type>(a),
+            DataType::UInt8 => widen::<UInt8Type>(a),
+            DataType::UInt16 => widen::<UInt16Type>(a),
+            DataType::UInt32 => widen::<UInt32Type>(a),
+            DataType::UInt64 => widen::<UInt64Type>(a),
+            DataType::Dictionary(_, _) => {
+                let dict = a.as_any_dictionary();
+                Cells::Dict {
+                    keys: dict.normalized_keys(),
+                    nulls: dict.keys().nulls().cloned(),
+                    values: Box::new(Cells::new(dict.values())),
+                }
+            }
+            other => unreachable!("type {other} was refused when the file was opened"),
+        }
+    }
+
+    fn get(&self, i: usize) -> Cell<'_> {
+        match self {
+            Cells::Utf8(a) if a.is_valid(i) => Cell::Str(a.value(i)),
+            Cells::LargeUtf8(a) if a.is_valid(i) => Cell::Str(a.value(i)),
+            Cells::Utf8View(a) if a.is_valid(i) => Cell::Str(a.value(i)),
+            Cells::Binary(a) if a.is_valid(i) => Cell::Bytes(a.value(i)),
+            Cells::LargeBinary(a) if a.is_valid(i) => Cell::Bytes(a.value(i)),
+            Cells::BinaryView(a) if a.is_valid(i) => Cell::Bytes(a.value(i)),
+            Cells::Int(v, nulls) if nulls.as_ref().is_none_or(|n| n.is_valid(i)) => Cell::Int(v[i]),
+            Cells::Dict {
+                keys,
+                nulls,
+                values,
+            } if nulls.as_ref().is_none_or(|n| n.is_valid(i)) => values.get(keys[i]),
+            _ => Cell::Null,
+        }
+    }
+}
+
+/// The rows of one Parquet file, as records.
+pub(super) struct ParquetRows {
+    batches: ParquetRecordBatchReader,
+    text: Column,
+    id: Option<Column>,
+    /// The batch being read: the text cells, the id cells, its length and the next row in it.
+    batch: Option<(Cells, Option<Cells>, usize)>,
+    pos: usize,
+    /// Rows read so far (the 1-based number of the last row read).
+    row: u64,
+}
+
+/// A requested column: its name and its position among the columns the projection reads.
+struct Column {
+    name: String,
+    position: usize,
+}
+
+/// An error about the file as a whole (not a Parquet file, a missing column), as an I/O error naming it.
+fn file_error(path: &Path, kind: std::io::ErrorKind, message: String) -> ReadError {
+    ReadError::Io {
+        file: path.to_path_buf(),
+        cause: std::io::Error::new(kind, message),
+    }
+}
+
+impl ParquetRows {
+    /// Opens `path`, checks that the text column (and the id column, if one is named) exist with a usable type,
+    /// and prepares a reader of just those columns.
+    pub(super) fn open(path: &Path, options: &ReaderOptions) -> Result<ParquetRows, ReadError> {
+        let file = File::open(path).map_err(|cause| ReadError::Io {
+            file: path.to_path_buf(),
+            cause,
+        })?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
+            file_error(
+                path,
+                std::io::ErrorKind::InvalidData,
+                format!("not a readable Parquet file ({e})"),
+            )
+        })?;
+        let schema = builder.schema().clone();
+        let find = |name: &str, ints: bool| -> Result<usize, ReadError> {
+            let Some(i) = schema.fields().iter().position(|f| f.name() == name) else {
+                let columns: Vec<String> = schema
+                    .fields()
+                    .iter()
+                    .map(|f| format!("{} ({})", f.name(), f.data_type()))
+                    .collect();
+                return Err(file_error(
+                    path,
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "field `{name}`: no such column; the file has: {}",
+                        columns.join(", ")
+                    ),
+                ));
+            };
+            let dt = schema.field(i).data_type();
+            if !supported(dt, ints) {
+                let expected = if ints {
+                    "a string, binary or integer column (or one of those dictionary-encoded)"
+                } else {
+                    "a string or binary column (or one of those dictionary-encoded)"
+                };
+                return Err(file_error(
+                    path,
+                    std::io::ErrorKind::InvalidInput,
+                    format!("field `{name}`: the column holds {dt}; expected {expected}"),
+                ));
+            }
+            Ok(i)
+        };
+        let text_name = options.text_column.as_deref().unwrap_or("text");
+        let text_root = find(text_name, false)?;
+        let id_root = options
+            .id_column
+            .as_deref()
+            .map(|name| find(name, true).map(|i| (name, i)))
+            .transpose()?;
+        // The projection yields the chosen root columns in file order, once each.
+        let mut roots = vec![text_root];
+        roots.extend(id_root.map(|(_, i)| i));
+        roots.sort_unstable();
+        roots.dedup();
+        let position = |root: usize| roots.iter().position(|&r| r == root).expect("projected");
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+        let batches = builder
+            .with_projection(mask)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| {
+                file_error(
+                    path,
+                    std::io::ErrorKind::InvalidData,
+                    format!("cannot read the Parquet file ({e})"),
+                )
+            })?;
+        Ok(ParquetRows {
+            batches,
+            text: Column {
+                name: text_name.to_string(),
+                position: position(text_root),
+            },
+            id: id_root.map(|(name, root)| Column {
+                name: name.to_string(),
+                position: position(root),
+            }),
+            batch: None,
+            pos: 0,
+            row: 0,
+        })
+    }
+
+    /// The next row: `Ok(None)` at the end, `Ok(Some(Err(bad)))` for a row with a null text or id (or invalid
+    /// UTF-8 in a binary column under `strict`). A page that cannot be decoded is an `Err` (the file is damaged).
+    pub(super) fn next_record(
+        &mut self,
+        strict: bool,
+    ) -> Result<Option<Result<Parsed, Bad>>, std::io::Error> {
+        loop {
+            if let Some((_, _, len)) = &self.batch
+                && self.pos < *len
+            {
+                break;
+            }
+            match self.batches.next() {
+                None => {
+                    self.batch = None;
+                    return Ok(None);
+                }
+                Some(Err(e)) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!(
+                            "after row {}: cannot decode the Parquet data ({e})",
+                            self.row
+                        ),
+                    ));
+                }
+                Some(Ok(batch)) => {
+                    self.batch = Some(self.cells(&batch));
+                    self.pos = 0;
+                }
+            }
+        }
+        let (text_cells, id_cells, _) = self.batch.as_ref().expect("a batch with rows left");
+        let i = self.pos;
+        self.pos += 1;
+        self.row += 1;
+        let line = self.row;
+        let mut replaced = false;
+        let mut take = |cell: Cell<'_>, name: &str| -> Result<String, Bad> {
+            match cell {
+                Cell::Null => Err(Bad::new(line, name, "null".into())),
+                Cell::Str(s) => Ok(s.to_string()),
+                Cell::Int(v) => Ok(v.to_string()),
+                Cell::Bytes(b) => match decode(b, strict) {
+                    Ok((s, r)) => {
+                        replaced |= r;
+                        Ok(s.into_owned())
+                    }
+                    Err(reason) => Err(Bad::new(line, name, reason)),
+                },
+            }
+        };
+        let text = match take(text_cells.get(i), &self.text.name) {
+            Ok(t) => t,
+            Err(bad) => return Ok(Some(Err(bad))),
+        };
+        let id = match (id_cells, &self.id) {
+            (Some(cells), Some(col)) => match take(cells.get(i), &col.name) {
+                Ok(id) => Some(id),
+                Err(bad) => return Ok(Some(Err(bad))),
+            },
+            _ => None,
+        };
+        Ok(Some(Ok(Parsed { id, text, replaced })))
+    }
+
+    fn cells(&self, batch: &RecordBatch) -> (Cells, Option<Cells>, usize) {
+        let text = Cells::new(batch.column(self.text.position));
+        let id = self
+            .id
+            .as_ref()
+            .map(|c| Cells::new(batch.column(c.position)));
+        (text, id, batch.num_rows())
+    }
+}
