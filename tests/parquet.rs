@@ -778,3 +778,63 @@ fn the_cli_reports_nulls_and_bad_files_with_a_message_and_a_non_zero_exit() {
         assert!(err.starts_with(&format!("error: {expected}")), "{err}");
     }
 }
+
+#[test]
+fn damaged_files_give_errors_or_documents_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = &corpus()[..600];
+    let ids = StringArray::from_iter_values(docs.iter().map(|d| d.0.as_str()));
+    let texts: Vec<Option<&[u8]>> = docs.iter().map(|d| Some(d.1.as_bytes())).collect();
+    let damaged = dir.path().join("damaged.parquet");
+    let mut outcomes = [0usize; 3]; // open refused, read stopped by an error, read to the end
+    for (kind, compression) in [
+        (Kind::Utf8, Compression::UNCOMPRESSED),
+        (Kind::Dictionary, Compression::SNAPPY),
+    ] {
+        let path = dir.path().join("whole.parquet");
+        write_parquet(
+            &path,
+            Some(Arc::new(ids.clone())),
+            kind,
+            &texts,
+            200,
+            compression,
+        );
+        let whole = std::fs::read(&path).unwrap();
+        // Damage 4 bytes at 60 positions spread over the pages (data, dictionaries, headers) and 30 spread over
+        // the footer (its length is the little-endian u32 before the closing magic bytes).
+        let footer = u32::from_le_bytes(whole[whole.len() - 8..whole.len() - 4].try_into().unwrap())
+            as usize;
+        let footer_start = whole.len() - 8 - footer;
+        let pages = (0..60).map(|i| 4 + i * (footer_start - 8) / 60);
+        let footer = (0..30).map(|i| footer_start + i * (footer - 4) / 30);
+        for (step, at) in pages.chain(footer).enumerate() {
+            let mut bytes = whole.clone();
+            for (j, b) in bytes[at..at + 4].iter_mut().enumerate() {
+                *b ^= 0x5a ^ (step as u8).wrapping_mul(31) ^ j as u8;
+            }
+            std::fs::write(&damaged, &bytes).unwrap();
+            let result =
+                std::panic::catch_unwind(|| match CorpusReader::open(&damaged, &id_column()) {
+                    Err(_) => 0,
+                    Ok(reader) => {
+                        let mut stopped = false;
+                        for item in reader {
+                            stopped |= item.is_err();
+                        }
+                        if stopped { 1 } else { 2 }
+                    }
+                });
+            match result {
+                Ok(outcome) => outcomes[outcome] += 1,
+                Err(_) => {
+                    panic!("{kind:?}/{compression:?}: damage at byte {at} made the reader panic")
+                }
+            }
+        }
+    }
+    assert!(
+        outcomes[0] > 0 && outcomes[1] > 0,
+        "the damage reached both the footer and the pages: {outcomes:?}"
+    );
+}

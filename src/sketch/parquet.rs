@@ -39,14 +39,14 @@ fn slot_field() -> Arc<Field> {
     Arc::new(Field::new("item", DataType::UInt32, false))
 }
 
-/// The writer properties of every Parquet file lshbench writes: snappy pages, and a fixed `created_by`
-/// naming this crate (the bytes written depend only on the data and the parquet crate's version).
+/// The writer properties of every Parquet file lshbench writes: snappy pages, `dictionary` encoding or not, row
+/// groups of at most `max_rows` rows. Nothing in them varies between runs (no timestamp): the bytes written
+/// depend only on the data and the parquet crate's version, which `created_by` names.
 pub fn writer_properties(dictionary: bool, max_rows: usize) -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_dictionary_enabled(dictionary)
         .set_max_row_group_row_count(Some(max_rows.max(1)))
-        .set_created_by(format!("lshbench {}", env!("CARGO_PKG_VERSION")))
         .build()
 }
 
