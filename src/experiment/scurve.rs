@@ -5,7 +5,8 @@
 //! rotation, 0.033 under optimal densification, against J^r = 0.031).
 //!
 //! Checked, on cells where theory holds (classic MinHash always; OPH and FSS when no bin is expected empty), at
-//! a Bonferroni-corrected level over all checked points (family-wise false-alarm rate `family_alpha`):
+//! a Bonferroni-corrected level over all checked points (family-wise false-alarm rate `family_alpha`), with
+//! exact binomial tails (a normal interval fails where J^r is tiny):
 //! - where the family's bands are independent (classic MinHash: independent hash functions per slot), each of
 //!   the b bands of each of the n pairs is its own Bernoulli(J^r) trial, so the count of agreeing bands is
 //!   Binomial(b n, J^r): a test about sqrt(b) times narrower than one draw per pair;
@@ -24,7 +25,7 @@ use super::config::{BandAgreementSweep, ScurveConfig, ScurveSweep};
 use super::deps;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
-use super::stats::{bonferroni_level, wilson, z_two_sided};
+use super::stats::{binomial_consistent, binomial_tails, bonferroni_level, wilson, z_two_sided};
 use crate::corpus::pairs::{ElementKind, PairShape, PairSource};
 use crate::kernel::KernelSpec;
 use crate::lsh::scurve::Banding;
@@ -291,10 +292,9 @@ pub fn check_in(
             per_pair.push(r);
         }
     }
-    let z = z_two_sided(bonferroni_level(
-        cfg_alpha,
-        (per_band.len() + per_pair.len()).max(1),
-    ));
+    // Exact binomial tests (a normal interval fails where J^r is tiny), Bonferroni over every checked point.
+    let points = (per_band.len() + per_pair.len()).max(1);
+    let alpha = cfg_alpha / points as f64;
     let label = |r: &ScurveRow| {
         format!(
             "{} {}x{} u={} J={:.3}",
@@ -305,10 +305,10 @@ pub fn check_in(
         .iter()
         .filter_map(|r| {
             let n = (r.trials * r.bands) as u64;
-            let (lo, hi) = wilson(r.agreeing_bands, n, z);
-            (r.p_band_theory < lo || r.p_band_theory > hi).then(|| {
+            let (lo, hi) = binomial_tails(r.agreeing_bands, n, r.p_band_theory);
+            (!binomial_consistent(r.agreeing_bands, n, r.p_band_theory, alpha)).then(|| {
                 format!(
-                    "{}: {}/{n} bands = {:.4}, interval [{lo:.4}, {hi:.4}] misses J^r = {:.4}",
+                    "{}: {}/{n} bands = {:.4} against J^r = {:.4} (P(X <= x) = {lo:.2e}, P(X >= x) = {hi:.2e})",
                     label(r),
                     r.agreeing_bands,
                     r.agreeing_bands as f64 / n as f64,
@@ -320,10 +320,10 @@ pub fn check_in(
     let bad_pair: Vec<String> = per_pair
         .iter()
         .filter_map(|r| {
-            let (lo, hi) = wilson(r.candidates, r.trials as u64, z);
-            (r.p_theory < lo || r.p_theory > hi).then(|| {
+            let (lo, hi) = binomial_tails(r.candidates, r.trials as u64, r.p_theory);
+            (!binomial_consistent(r.candidates, r.trials as u64, r.p_theory, alpha)).then(|| {
                 format!(
-                    "{}: {}/{} = {:.4}, interval [{lo:.4}, {hi:.4}] misses P = {:.4}",
+                    "{}: {}/{} = {:.4} against P = {:.4} (P(X <= x) = {lo:.2e}, P(X >= x) = {hi:.2e})",
                     label(r),
                     r.candidates,
                     r.trials,
@@ -336,12 +336,12 @@ pub fn check_in(
     let detail = |bad: &[String], of: usize, what: &str| {
         if bad.is_empty() {
             format!(
-                "{of} (kernel, b x r, union, J) points, {what}; Wilson at z = {z:.2} (family-wise false alarm \
-                 {cfg_alpha})"
+                "{of} (kernel, b x r, union, J) points, {what}; exact binomial test at {alpha:.1e} per \
+                 point (family-wise false alarm {cfg_alpha})"
             )
         } else {
             format!(
-                "{} of {of} points outside (z = {z:.2}): {}",
+                "{} of {of} points outside (exact binomial, {alpha:.1e} per point): {}",
                 bad.len(),
                 bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
             )
