@@ -49,7 +49,9 @@ impl PairShape {
 pub enum ElementKind {
     /// Fresh uniform 64-bit elements every trial (distinct with overwhelming probability; checked).
     Random,
-    /// One run of consecutive integers starting at a random offset: A n B first, then A\B, then B\A.
+    /// One run of consecutive integers, the same in every trial of a source (its start drawn once from the
+    /// seed): A n B first, then A\B, then B\A. A fixed structured set, so across trials only the kernel's seed
+    /// varies: it tests the hash family (Ertl's protocol).
     Consecutive,
 }
 
@@ -60,15 +62,20 @@ pub struct PairSource {
     pub shape: PairShape,
     /// How the elements are drawn.
     pub kind: ElementKind,
+    /// The start of the consecutive run (drawn once).
+    start: u64,
 }
 
 impl PairSource {
     /// A source of `shape` pairs of `kind` elements, reproducible from `seed`.
     pub fn new(shape: PairShape, kind: ElementKind, seed: u64) -> Self {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let start = rng.next_u64() >> 1;
         PairSource {
-            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            rng,
             shape,
             kind,
+            start,
         }
     }
 
@@ -93,10 +100,7 @@ impl PairSource {
                     break v;
                 }
             },
-            ElementKind::Consecutive => {
-                let start = self.rng.next_u64() >> 1;
-                (0..total as u64).map(|i| start + i).collect()
-            }
+            ElementKind::Consecutive => (0..total as u64).map(|i| self.start + i).collect(),
         };
         let (shared, rest) = elements.split_at_mut(both);
         let (a_only, b_only) = rest.split_at_mut(only_a);

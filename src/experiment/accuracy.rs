@@ -1,19 +1,22 @@
 //! Accuracy by Ertl's protocol: pairs with fixed |A\B|, |B\A| and |A n B| (so exact J), fresh elements every
 //! trial; bias, MSE and relative MSE = MSE / (J(1-J)/k) per kernel, union size, k and J, with Ertl's
-//! acceptance band. Random elements test the algorithm; runs of consecutive integers, with a fresh kernel seed
-//! every trial, test the hash family.
+//! acceptance band. Every trial signs its pair with a kernel built from a fresh seed (random and consecutive
+//! elements alike), so a cell measures the method averaged over its hash functions, not one draw of them.
+//! Random elements test the algorithm; runs of consecutive integers test the hash family.
 //!
-//! What theory predicts, and what is checked:
-//! - classic MinHash (e.g. `scalar`, `simd`): the estimator is Binomial(k, J)/k, so the relative MSE is 1,
-//!   inside Ertl's band 1 +- z sqrt((2 + (1/(J(1-J)) - 6)/k)/c); the mean estimate is J.
-//! - one-permutation hashing (e.g. `oph-*`) on sets large enough that no bin is empty (expected empty bins
-//!   k(1-1/k)^f < 0.05): sampling without replacement gives relative MSE 1 - (k-1)/(f-1) (Li, Owen and Zhang
-//!   2012), checked against the same band scaled by that factor. On sparse sets densification decides the
-//!   variance; it is reported, not checked, except against the published table at k = 32, J = 0.5.
+//! What theory predicts, and what is checked, in every cell (the family comes from the registry,
+//! [`crate::kernel::KernelSpec::family`], and its closed form from [`crate::kernel::variance`]):
+//! - the relative MSE equals the family's prediction: 1 for classic MinHash (the estimator is Binomial(k, J)/k),
+//!   the closed forms of optimal and rotation densification for `oph-*` (1 - (k-1)/(f-1) once no bin is
+//!   empty), and of fast similarity sketching for `fss`. The z-score divides by the standard error of the MSE
+//!   over the c trials: for classic MinHash Ertl's, sqrt((2 + (1/(J(1-J)) - 6)/k)/c) in relative units (from
+//!   the binomial's fourth moment); for the other families the sample one, sqrt((mean e^4 - MSE^2)/c), as their
+//!   fourth moment has no closed form here.
+//! - the mean estimate is J (z-score over the sample standard error).
 //! - a kernel whose registry entry says it reproduces another's signatures (`same_output_as`, e.g. `simd` and
 //!   `scalar`): on the same pairs their rows are identical.
 //!
-//! The family, and so the theory, of each kernel comes from the registry ([`crate::kernel::KernelSpec`]).
+//! Published tables (ALGORITHMS.md) are compared in notes that name the table and its own uncertainty.
 
 use super::ExperimentError;
 use super::chart::{Chart, Figures, Series, Style, kernels_in};
@@ -23,9 +26,10 @@ use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::stats::{bonferroni_level, ertl_band_half_width, ertl_z, z_two_sided};
 use crate::corpus::pairs::{ElementKind, PairShape, PairSource};
-use crate::kernel::{Kernel, SketchFamily};
+use crate::kernel::{Kernel, KernelSpec, SketchFamily};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::time::Instant;
 
 type Result<T, E = ExperimentError> = std::result::Result<T, E>;
@@ -61,13 +65,16 @@ pub struct AccuracyRow {
     pub mse: f64,
     /// MSE / (J(1-J)/k): 1 for classic MinHash.
     pub rel_mse: f64,
-    /// Ertl's acceptance band around 1, z = sqrt(2) erfinv(0.9999).
+    /// The standard error of the MSE over the trials, from the sample: sqrt((mean e^4 - MSE^2) / trials).
+    pub mse_se: f64,
+    /// The acceptance band around the prediction at Ertl's z = sqrt(2) erfinv(0.9999) (for plots and tables;
+    /// the check corrects z for the number of cells).
     pub band_lo: f64,
-    /// Upper end of Ertl's acceptance band.
+    /// Upper end of the acceptance band.
     pub band_hi: f64,
-    /// Whether the relative MSE lies in Ertl's band around 1.
+    /// Whether the relative MSE lies in that band.
     pub in_band: bool,
-    /// What theory predicts for this kernel and cell, or NaN where it predicts nothing checked here.
+    /// What the family's theory predicts for this cell, or NaN where it predicts nothing.
     pub predicted_rel_mse: f64,
     /// Compute time of the cell.
     pub seconds: f64,
@@ -90,44 +97,126 @@ fn shapes(union: usize, grid: &[f64]) -> Vec<(f64, PairShape)> {
     out
 }
 
-/// Runs `trials` pairs of `shape` through the kernel `build` makes, returning (sum of estimates, sum of
-/// squared errors). With `ElementKind::Consecutive` the kernel is rebuilt with a fresh seed every trial (a
-/// fixed structured set tests the hash family only across seeds).
+/// The sums a cell's statistics come from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Moments {
+    /// Sum of the estimates.
+    pub sum: f64,
+    /// Sum of the squared errors (estimate - J)^2.
+    pub sq: f64,
+    /// Sum of the fourth powers of the errors (the MSE's own variance).
+    pub quad: f64,
+    /// The instruction set the kernel ran on.
+    pub isa: String,
+}
+
+/// The seed of trial `t`'s kernel in a cell with seed `seed`.
+pub fn trial_seed(seed: u64, t: usize) -> u64 {
+    cell_seed(seed, &format!("trial {t}"))
+}
+
+/// Runs `trials` pairs of `shape`, each signed by a kernel that `build` makes from a fresh seed
+/// ([`trial_seed`]), so the cell averages over the hash functions (for a fixed structured set that is the only
+/// randomness) and measures the method rather than one draw of its functions.
 pub fn measure(
     build: &dyn Fn(u64) -> Result<Box<dyn Kernel>>,
     shape: PairShape,
     kind: ElementKind,
     trials: usize,
     seed: u64,
-) -> Result<(f64, f64, String)> {
+) -> Result<Moments> {
     let j = shape.jaccard();
     let mut src = PairSource::new(shape, kind, seed);
-    let mut kernel = build(seed)?;
-    let isa = kernel.isa().name().to_string();
-    let k = kernel.num_perm();
+    let mut isa = String::new();
     let (mut a, mut b) = (Vec::new(), Vec::new());
-    let (mut sa, mut sb) = (vec![0u32; k], vec![0u32; k]);
-    let (mut sum, mut sq) = (0.0, 0.0);
+    let (mut sa, mut sb) = (Vec::new(), Vec::new());
+    let (mut sum, mut sq, mut quad) = (0.0, 0.0, 0.0);
     for t in 0..trials {
-        if kind == ElementKind::Consecutive && t > 0 {
-            kernel = build(cell_seed(seed, &format!("trial {t}")))?;
+        let kernel = build(trial_seed(seed, t))?;
+        if t == 0 {
+            isa = kernel.isa().name().to_string();
         }
+        let k = kernel.num_perm();
+        sa.resize(k, 0u32);
+        sb.resize(k, 0u32);
         src.next_pair(&mut a, &mut b);
         kernel.sign(&a, &mut sa);
         kernel.sign(&b, &mut sb);
         let est = kernel.estimate(&sa, &sb);
+        let e2 = (est - j) * (est - j);
         sum += est;
-        sq += (est - j) * (est - j);
+        sq += e2;
+        quad += e2 * e2;
     }
-    Ok((sum, sq, isa))
+    Ok(Moments { sum, sq, quad, isa })
 }
 
-struct Cell<'a> {
-    sweep: &'a AccuracySweep,
-    kernel: &'a str,
-    elements: &'a str,
-    union: usize,
+/// The standard error of a relative MSE: Ertl's, from the binomial's fourth moment, for classic MinHash;
+/// the sample one (`mse_se` in relative units) for other families.
+fn rel_mse_se(family: SketchFamily, j: f64, k: usize, trials: usize, mse_se: f64) -> f64 {
+    if family == SketchFamily::Classic {
+        ertl_band_half_width(j, k, trials, 1.0)
+    } else {
+        mse_se / (j * (1.0 - j) / k as f64)
+    }
+}
+
+/// The row of one cell from its moments.
+#[allow(clippy::too_many_arguments)]
+pub fn row_of(
+    ctx: &Ctx,
+    kernel: &str,
+    family: SketchFamily,
+    elements: &str,
+    target: f64,
+    shape: PairShape,
     k: usize,
+    trials: usize,
+    seed: u64,
+    m: &Moments,
+    seconds: f64,
+) -> AccuracyRow {
+    let n = trials as f64;
+    let j = shape.jaccard();
+    let union = shape.union();
+    let mse = m.sq / n;
+    let rel = mse / (j * (1.0 - j) / k as f64);
+    let mse_se = ((m.quad / n - mse * mse).max(0.0) / n).sqrt();
+    let pred = family.predicted_rel_mse(union, k).unwrap_or(f64::NAN);
+    let half = ertl_z() * rel_mse_se(family, j, k, trials, mse_se);
+    AccuracyRow {
+        kernel: kernel.to_string(),
+        isa: m.isa.clone(),
+        seed,
+        num_perm: k,
+        shingle: "none".into(),
+        elements: elements.to_string(),
+        union,
+        jaccard_target: target,
+        jaccard: j,
+        trials,
+        mean_estimate: m.sum / n,
+        bias: m.sum / n - j,
+        mse,
+        rel_mse: rel,
+        mse_se,
+        band_lo: pred - half,
+        band_hi: pred + half,
+        in_band: (rel - pred).abs() <= half,
+        predicted_rel_mse: pred,
+        seconds,
+        git_commit: ctx.meta.git_commit.clone(),
+        cpu_model: ctx.meta.cpu_model.clone(),
+    }
+}
+
+/// One (kernel, elements, union, k) cell: every J of the sweep's grid.
+pub(crate) struct Cell<'a> {
+    pub(crate) sweep: &'a AccuracySweep,
+    pub(crate) spec: &'a KernelSpec,
+    pub(crate) elements: &'a str,
+    pub(crate) union: usize,
+    pub(crate) k: usize,
 }
 
 fn run_cell(ctx: &Ctx, c: &Cell) -> Result<Vec<AccuracyRow>> {
@@ -136,10 +225,7 @@ fn run_cell(ctx: &Ctx, c: &Cell) -> Result<Vec<AccuracyRow>> {
     } else {
         ElementKind::Consecutive
     };
-    let z = ertl_z();
     let shapes = shapes(c.union, &c.sweep.jaccard);
-    let kernel = c.kernel.to_string();
-    let family = crate::kernel::spec(c.kernel)?.family;
     let k = c.k;
     shapes
         .par_iter()
@@ -150,41 +236,47 @@ fn run_cell(ctx: &Ctx, c: &Cell) -> Result<Vec<AccuracyRow>> {
                 &format!("{}|{}|{}|{}", c.elements, c.union, k, shape.both),
             );
             let started = Instant::now();
-            let build = |s: u64| deps::kernel(&kernel, k, s);
-            let (sum, sq, isa) = measure(&build, shape, kind, c.sweep.trials, seed)?;
-            let n = c.sweep.trials as f64;
-            let j = shape.jaccard();
-            let mse = sq / n;
-            let rel = mse / (j * (1.0 - j) / k as f64);
-            let half = ertl_band_half_width(j, k, c.sweep.trials, z);
-            Ok(AccuracyRow {
-                kernel: kernel.clone(),
-                isa,
+            let build = |s: u64| deps::kernel_of(c.spec, k, s);
+            let m = measure(&build, shape, kind, c.sweep.trials, seed)?;
+            Ok(row_of(
+                ctx,
+                c.spec.name,
+                c.spec.family,
+                c.elements,
+                target,
+                shape,
+                k,
+                c.sweep.trials,
                 seed,
-                num_perm: k,
-                shingle: "none".into(),
-                elements: c.elements.to_string(),
-                union: c.union,
-                jaccard_target: target,
-                jaccard: j,
-                trials: c.sweep.trials,
-                mean_estimate: sum / n,
-                bias: sum / n - j,
-                mse,
-                rel_mse: rel,
-                band_lo: 1.0 - half,
-                band_hi: 1.0 + half,
-                in_band: (rel - 1.0).abs() <= half,
-                predicted_rel_mse: family.predicted_rel_mse(c.union, k).unwrap_or(f64::NAN),
-                seconds: started.elapsed().as_secs_f64(),
-                git_commit: ctx.meta.git_commit.clone(),
-                cpu_model: ctx.meta.cpu_model.clone(),
-            })
+                &m,
+                started.elapsed().as_secs_f64(),
+            ))
         })
         .collect()
 }
 
-/// The published relative MSE at m = 32, J = 0.5 (ALGORITHMS.md, from Ertl's SuperMinHash/ProbMinHash papers).
+/// Every cell's rows (reusing finished cells), in order.
+pub(crate) fn run_cells(ctx: &Ctx, cells: &[Cell]) -> Result<Vec<AccuracyRow>> {
+    let per_cell: Vec<Vec<AccuracyRow>> = cells
+        .par_iter()
+        .map(|c| {
+            let key = CellKey::new()
+                .with("kernel", c.spec.name)
+                .with("elements", c.elements)
+                .with("union", c.union)
+                .with("k", c.k)
+                .with("trials", c.sweep.trials)
+                .with("jgrid", c.sweep.jaccard.len())
+                .with("seeding", "per-trial")
+                .with("seed", ctx.seed);
+            ctx.cell(&key, || run_cell(ctx, c))
+        })
+        .collect::<Result<_>>()?;
+    Ok(per_cell.into_iter().flatten().collect())
+}
+
+/// ALGORITHMS.md's relative-MSE table at m = 32, J = 0.5. Its source and trial count are not confirmed (the
+/// note there says so), so it is compared in notes, never enforced.
 const PUBLISHED: &[(&str, [(usize, f64); 4])] = &[
     (
         "MinHash",
@@ -200,30 +292,68 @@ const PUBLISHED_KERNELS: [(&str, &[&str]); 2] = [
     ("MinHash", &["simd", "scalar"]),
     ("OPH with optimal densification", &["oph-opt"]),
 ];
-/// Trials behind the published figures (Ertl's protocol).
+/// Trials assumed behind the published figures (Ertl's protocol; not confirmed for that table).
 const PUBLISHED_TRIALS: usize = 10_000;
+
+/// The registry the experiments check against: every kernel of [`crate::kernel::KERNELS`].
+pub fn registry() -> Vec<&'static KernelSpec> {
+    crate::kernel::KERNELS.iter().collect()
+}
+
+/// The entry called `name` in `registry`, or the registry's error.
+pub(crate) fn lookup<'a>(registry: &[&'a KernelSpec], name: &str) -> Result<&'a KernelSpec> {
+    registry
+        .iter()
+        .find(|s| s.name == name)
+        .copied()
+        .ok_or_else(|| {
+            crate::kernel::KernelError::Unknown {
+                name: name.to_string(),
+            }
+            .into()
+        })
+}
 
 /// The self-checks over all rows of an accuracy run. Fails on a row whose kernel is not in the registry.
 pub fn check(rows: &[AccuracyRow], checks: &mut Checks) -> Result<()> {
+    check_in(&registry(), rows, checks)
+}
+
+/// [`check`] against the kernels of `registry` (the fault-injection run adds its broken kernels).
+pub fn check_in(registry: &[&KernelSpec], rows: &[AccuracyRow], checks: &mut Checks) -> Result<()> {
+    let mut families = Vec::with_capacity(rows.len());
     for r in rows {
-        crate::kernel::spec(&r.kernel)?;
+        families.push(lookup(registry, &r.kernel)?.family);
     }
-    // Bonferroni over every checked cell keeps the whole run's false-alarm rate at 0.1%; where that band is
-    // narrower than Ertl's (few cells) Ertl's z = 3.89 is used, as his protocol states.
-    let checked: Vec<&AccuracyRow> = rows
-        .iter()
-        .filter(|r| r.predicted_rel_mse.is_finite())
-        .collect();
+    // The prediction from the family in the registry (not the row's copy), once per (family, union, k).
+    let mut predicted: HashMap<(String, usize, usize), Option<f64>> = HashMap::new();
+    let mut checked = Vec::new();
+    for (r, &family) in rows.iter().zip(&families) {
+        let pred = *predicted
+            .entry((family.name().to_string(), r.union, r.num_perm))
+            .or_insert_with(|| family.predicted_rel_mse(r.union, r.num_perm));
+        if let Some(pred) = pred {
+            checked.push((r, family, pred));
+        }
+    }
+    // Bonferroni over every checked cell (two tests each) keeps the whole run's false-alarm rate at 0.1%; where
+    // that band is narrower than Ertl's (few cells) Ertl's z = 3.89 is used, as his protocol states.
     let z = z_two_sided(bonferroni_level(1e-3, 2 * checked.len().max(1))).max(ertl_z());
     let mut bad_mse = Vec::new();
     let mut bad_bias = Vec::new();
-    for r in &checked {
-        let pred = r.predicted_rel_mse;
-        let half = pred * ertl_band_half_width(r.jaccard, r.num_perm, r.trials, z);
-        if (r.rel_mse - pred).abs() > half {
+    for &(r, family, pred) in &checked {
+        let se = rel_mse_se(family, r.jaccard, r.num_perm, r.trials, r.mse_se);
+        if (r.rel_mse - pred).abs() > z * se {
             bad_mse.push(format!(
-                "{} {} u={} k={} J={:.3}: rel MSE {:.3} outside {:.3} +- {:.3}",
-                r.kernel, r.elements, r.union, r.num_perm, r.jaccard, r.rel_mse, pred, half
+                "{} {} u={} k={} J={:.3}: rel MSE {:.3}, predicted {:.3} +- {:.3}",
+                r.kernel,
+                r.elements,
+                r.union,
+                r.num_perm,
+                r.jaccard,
+                r.rel_mse,
+                pred,
+                z * se
             ));
         }
         let sd = (r.mse - r.bias * r.bias).max(0.0).sqrt();
@@ -254,24 +384,29 @@ pub fn check(rows: &[AccuracyRow], checks: &mut Checks) -> Result<()> {
         }
     };
     checks.expect(
-        "relative MSE matches theory (classic MinHash: 1; OPH without empty bins: 1-(k-1)/(f-1))",
+        "relative MSE matches the family's closed form",
         bad_mse.is_empty(),
         summary(&bad_mse),
     );
     checks.expect(
-        "mean estimate is unbiased where theory predicts the variance",
+        "mean estimate is unbiased",
         bad_bias.is_empty(),
         summary(&bad_bias),
     );
 
     // A kernel that reproduces another's signatures (simd and scalar): identical rows on identical pairs.
-    for spec in crate::kernel::KERNELS {
+    for spec in registry {
         if let Some(reference) = spec.same_output_as {
             check_same_output(rows, spec.name, reference, checks);
         }
     }
+    Ok(())
+}
 
-    // The published table at m = 32, J = 0.5: two-sample z with each side's standard error from Ertl's band.
+/// Notes our relative MSE next to ALGORITHMS.md's table at m = 32, J = 0.5: a two-sample z with each side's
+/// standard error from Ertl's band (the table's assuming 10^4 trials). Never a check: the table's source is not
+/// confirmed and it does not fit its own trial count where theory is exact (MinHash at u = 8: 1.05).
+fn note_published(rows: &[AccuracyRow], checks: &mut Checks) {
     let z_pub = ertl_z();
     for (label, kernels) in PUBLISHED_KERNELS {
         let published = PUBLISHED.iter().find(|(l, _)| *l == label).unwrap().1;
@@ -288,29 +423,22 @@ pub fn check(rows: &[AccuracyRow], checks: &mut Checks) -> Result<()> {
             let se_ours = r.rel_mse * ertl_band_half_width(0.5, 32, r.trials, 1.0);
             let se_pub = want * ertl_band_half_width(0.5, 32, PUBLISHED_TRIALS, 1.0);
             let zscore = (r.rel_mse - want) / (se_ours * se_ours + se_pub * se_pub).sqrt();
-            let name = format!("{label} at m = 32, J = 0.5, u = {u}: matches the published {want}");
-            let detail = format!(
-                "{} gives {:.3} ({} trials), z = {zscore:+.2} (limit {z_pub:.2})",
-                r.kernel, r.rel_mse, r.trials
-            );
-            if crate::kernel::spec(&r.kernel)?.family == SketchFamily::Classic {
-                // Classic MinHash's variance is J(1-J)/k on every set size: the figure is enforced.
-                checks.expect(name, zscore.abs() <= z_pub, detail);
-            } else {
-                // On sparse sets the variance depends on the densification's details (how probes are hashed),
-                // so the published figure is compared, not enforced.
-                checks.note(format!(
-                    "{name}: {detail}{}",
-                    if zscore.abs() <= z_pub {
-                        ""
-                    } else {
-                        " -- DIFFERS"
-                    }
-                ));
-            }
+            checks.note(format!(
+                "{label} at m = 32, J = 0.5, u = {u}: ALGORITHMS.md's table (source unconfirmed) gives {want} \
+                 +- {se_pub:.3} (one standard error if it had {PUBLISHED_TRIALS} trials); `{}` gives {:.3} +- \
+                 {se_ours:.3} ({} trials, closed form {:.3}), z = {zscore:+.2}{}",
+                r.kernel,
+                r.rel_mse,
+                r.trials,
+                r.predicted_rel_mse,
+                if zscore.abs() <= z_pub {
+                    ""
+                } else {
+                    " -- DIFFERS"
+                }
+            ));
         }
     }
-    Ok(())
 }
 
 /// Checks that `kernel`'s rows equal `reference`'s on the same pairs, when the run has both.
@@ -335,7 +463,7 @@ fn check_same_output(rows: &[AccuracyRow], kernel: &str, reference: &str, checks
     }
     if compared > 0 {
         checks.expect(
-            format!("{kernel} gives exactly {reference}'s estimates on the same pairs"),
+            format!("same estimates as the kernel it reproduces: {kernel} = {reference}"),
             differ.is_empty(),
             format!(
                 "{compared} cells compared; differing: {}",
@@ -474,45 +602,40 @@ fn plots(ctx: &Ctx, rows: &[AccuracyRow], figs: &mut Figures) -> Result<()> {
     Ok(())
 }
 
+/// The cells of one sweep for one kernel.
+pub(crate) fn sweep_cells<'a>(sweep: &'a AccuracySweep, spec: &'a KernelSpec) -> Vec<Cell<'a>> {
+    let mut cells = Vec::new();
+    for elements in &sweep.elements {
+        for &union in &sweep.union {
+            for &k in &sweep.num_perm {
+                cells.push(Cell {
+                    sweep,
+                    spec,
+                    elements,
+                    union,
+                    k,
+                });
+            }
+        }
+    }
+    cells
+}
+
 /// Runs an accuracy experiment: every cell of every sweep, `accuracy.csv`, the checks, the summary and figures.
 pub fn run(ctx: &Ctx, cfg: &AccuracyConfig) -> Result<Checks> {
     let mut cells = Vec::new();
     for sweep in &cfg.sweep {
         for kernel in &sweep.kernels {
-            for elements in &sweep.elements {
-                for &union in &sweep.union {
-                    for &k in &sweep.num_perm {
-                        cells.push(Cell {
-                            sweep,
-                            kernel,
-                            elements,
-                            union,
-                            k,
-                        });
-                    }
-                }
-            }
+            let spec = crate::kernel::spec(kernel)?;
+            cells.extend(sweep_cells(sweep, spec));
         }
     }
-    let per_cell: Vec<Vec<AccuracyRow>> = cells
-        .par_iter()
-        .map(|c| {
-            let key = CellKey::new()
-                .with("kernel", c.kernel)
-                .with("elements", c.elements)
-                .with("union", c.union)
-                .with("k", c.k)
-                .with("trials", c.sweep.trials)
-                .with("jgrid", c.sweep.jaccard.len())
-                .with("seed", ctx.seed);
-            ctx.cell(&key, || run_cell(ctx, c))
-        })
-        .collect::<Result<_>>()?;
-    let rows: Vec<AccuracyRow> = per_cell.into_iter().flatten().collect();
+    let rows = run_cells(ctx, &cells)?;
     write_csv(&ctx.file("accuracy.csv")?, &rows)?;
 
     let mut checks = Checks::new("accuracy");
     check(&rows, &mut checks)?;
+    note_published(&rows, &mut checks);
     note_f14(&rows, &mut checks);
 
     let mut sections = Vec::new();
@@ -560,8 +683,8 @@ pub fn run(ctx: &Ctx, cfg: &AccuracyConfig) -> Result<Checks> {
             sections.push((
                 format!("Relative MSE at J = 0.5, {elements} elements"),
                 format!(
-                    "{}\n`*`: outside Ertl's band 1 +- z sqrt((2 + (1/(J(1-J)) - 6)/k)/c), z = 3.89 (expected for \
-                     OPH, whose theory value is not 1).\n",
+                    "{}\n`*`: outside the band around the family's predicted relative MSE at z = 3.89 (the \
+                     check itself corrects z for the number of cells).\n",
                     t.to_markdown()
                 ),
             ));
@@ -699,14 +822,15 @@ mod tests {
         for (u, jt) in [(64usize, 0.5f64), (200, 0.2)] {
             let shape = PairShape::for_jaccard(u, jt);
             let trials = 2000;
-            let (sum, sq, isa) = measure(build, shape, ElementKind::Random, trials, 11).unwrap();
+            let m = measure(build, shape, ElementKind::Random, trials, 11).unwrap();
+            let (sum, sq) = (m.sum, m.sq);
             let j = shape.jaccard();
             let n = trials as f64;
             let rel = sq / n / (j * (1.0 - j) / k as f64);
             let half = ertl_band_half_width(j, k, trials, z);
             rows.push(AccuracyRow {
                 kernel: kernel.into(),
-                isa,
+                isa: m.isa,
                 seed: 11,
                 num_perm: k,
                 shingle: "none".into(),
@@ -719,6 +843,7 @@ mod tests {
                 bias: sum / n - j,
                 mse: sq / n,
                 rel_mse: rel,
+                mse_se: ((m.quad / n - (sq / n).powi(2)).max(0.0) / n).sqrt(),
                 band_lo: 1.0 - half,
                 band_hi: 1.0 + half,
                 in_band: (rel - 1.0).abs() <= half,
@@ -758,17 +883,43 @@ mod tests {
         check(&rows_for("simd", &biased, k), &mut checks).unwrap();
         let failed: Vec<_> = checks.failed().map(|c| c.name.clone()).collect();
         assert!(failed.iter().any(|n| n.contains("unbiased")), "{failed:?}");
+
+        // A kernel that ignores its seed: on a fixed set every trial gives the same estimate.
+        let fixed =
+            |_: u64| -> Result<Box<dyn Kernel>> { Ok(Box::new(IdealMinHash { k, seed: 5 })) };
+        let shape = PairShape::for_jaccard(64, 0.5);
+        let m = measure(&fixed, shape, ElementKind::Consecutive, 50, 3).unwrap();
+        assert_eq!(m.sq * m.sq, m.quad * 50.0, "one estimate repeated");
+    }
+
+    #[test]
+    fn every_trial_gets_its_own_kernel_seed() {
+        let seen = std::sync::Mutex::new(Vec::new());
+        let build = |s: u64| -> Result<Box<dyn Kernel>> {
+            seen.lock().unwrap().push(s);
+            Ok(Box::new(IdealMinHash { k: 8, seed: s }))
+        };
+        let shape = PairShape::for_jaccard(16, 0.5);
+        measure(&build, shape, ElementKind::Random, 100, 9).unwrap();
+        let mut seeds = seen.into_inner().unwrap();
+        assert_eq!(seeds.len(), 100);
+        seeds.sort_unstable();
+        seeds.dedup();
+        assert_eq!(seeds.len(), 100, "a seed repeated");
     }
 
     #[test]
     fn the_registry_decides_the_prediction() {
         let family = |name: &str| crate::kernel::spec(name).unwrap().family;
         assert_eq!(family("simd").predicted_rel_mse(8, 512), Some(1.0));
-        assert_eq!(family("oph-opt").predicted_rel_mse(8, 32), None);
-        let p = family("oph-opt").predicted_rel_mse(1024, 32).unwrap();
-        assert!((p - (1.0 - 31.0 / 1023.0)).abs() < 1e-12);
-        assert_eq!(family("oph-rot").predicted_rel_mse(1024, 512), None);
-        assert_eq!(family("fss").predicted_rel_mse(1024, 32), None);
+        let p = family("oph-opt").predicted_rel_mse(8, 32).unwrap();
+        assert!((p - 1.353).abs() < 1e-3, "{p}");
+        let p = family("oph-opt").predicted_rel_mse(10_000, 32).unwrap();
+        assert!((p - (1.0 - 31.0 / 9999.0)).abs() < 1e-12);
+        let rot = family("oph-rot").predicted_rel_mse(8, 32).unwrap();
+        assert!((rot - 3.603).abs() < 1e-3, "{rot}");
+        let fss = family("fss").predicted_rel_mse(8, 32).unwrap();
+        assert!((fss - 0.502).abs() < 1e-3, "{fss}");
     }
 
     #[test]
@@ -792,7 +943,7 @@ mod tests {
         let same: Vec<_> = checks
             .list
             .iter()
-            .filter(|c| c.name == "simd gives exactly scalar's estimates on the same pairs")
+            .filter(|c| c.name == "same estimates as the kernel it reproduces: simd = scalar")
             .collect();
         assert_eq!(same.len(), 1, "{:?}", checks.list);
         assert!(same[0].passed, "{:?}", same[0]);
@@ -801,11 +952,7 @@ mod tests {
         rows.extend(simd);
         let mut checks = Checks::new("accuracy");
         check(&rows, &mut checks).unwrap();
-        assert!(
-            checks
-                .failed()
-                .any(|c| c.name.starts_with("simd gives exactly"))
-        );
+        assert!(checks.failed().any(|c| c.name.ends_with("simd = scalar")));
     }
 
     #[test]

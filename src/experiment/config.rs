@@ -379,6 +379,36 @@ fn default_repeats() -> usize {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// faults
+
+/// Fault injection: the accuracy and S-curve self-checks run on correct kernels and on deliberately broken
+/// ones ([`super::faults::FAULTS`]).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultsConfig {
+    /// The keys every experiment has.
+    #[serde(flatten)]
+    pub header: Header,
+    /// The faults to inject, by name (default: every one).
+    #[serde(default = "all_faults")]
+    pub faults: Vec<String>,
+    /// Accuracy sweeps: their kernels are the correct subjects; every fault runs every sweep.
+    pub accuracy: Vec<AccuracySweep>,
+    /// S-curve sweeps, likewise.
+    #[serde(deserialize_with = "scurve_sweeps")]
+    pub scurve: Vec<ScurveSweep>,
+    /// Family-wise false-alarm rate of the S-curve check (Bonferroni), per subject.
+    #[serde(default = "default_family_alpha")]
+    pub family_alpha: f64,
+}
+fn all_faults() -> Vec<String> {
+    super::faults::FAULTS
+        .iter()
+        .map(|f| f.spec.name.to_string())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------------------
 
 /// One experiment, parsed and validated.
 #[derive(Clone, Debug)]
@@ -393,6 +423,8 @@ pub enum Spec {
     Recall(RecallConfig),
     /// `kind = "throughput"`.
     Throughput(ThroughputConfig),
+    /// `kind = "faults"`.
+    Faults(FaultsConfig),
 }
 
 impl Spec {
@@ -404,6 +436,7 @@ impl Spec {
             Spec::Scurve(c) => &c.header,
             Spec::Recall(c) => &c.header,
             Spec::Throughput(c) => &c.header,
+            Spec::Faults(c) => &c.header,
         }
     }
 }
@@ -422,7 +455,14 @@ pub struct Loaded {
 }
 
 /// The experiment kinds, as written in `kind`.
-pub const KINDS: &[&str] = &["theory", "accuracy", "scurve", "recall", "throughput"];
+pub const KINDS: &[&str] = &[
+    "theory",
+    "accuracy",
+    "scurve",
+    "recall",
+    "throughput",
+    "faults",
+];
 
 /// Loads a config file (a suite or one experiment), with the `[quick]` overrides applied when `quick`.
 pub fn load(path: &Path, quick: bool) -> Result<Vec<Loaded>> {
@@ -509,6 +549,7 @@ fn load_into(path: &Path, quick: bool, depth: usize, out: &mut Vec<Loaded>) -> R
         "scurve" => parse(path, &text, quick, Spec::Scurve)?,
         "recall" => parse(path, &text, quick, Spec::Recall)?,
         "throughput" => parse(path, &text, quick, Spec::Throughput)?,
+        "faults" => parse(path, &text, quick, Spec::Faults)?,
         other => {
             return Err(bad(format!(
                 "key `kind`: unknown experiment kind `{other}` (one of {})",
@@ -606,56 +647,82 @@ impl Validate for TheoryConfig {
 
 impl Validate for AccuracyConfig {
     fn validate(&self) -> Result<(), String> {
-        check_nonempty(&self.sweep, "sweep")?;
-        for (i, s) in self.sweep.iter().enumerate() {
-            let key = format!("sweep[{i}]");
-            check_kernels(&s.kernels, &format!("{key}.kernels"))?;
-            check_nonempty(&s.num_perm, &format!("{key}.num_perm"))?;
-            if let Some(j) = s.num_perm.iter().position(|&k| k == 0) {
-                return Err(format!("{key}.num_perm[{j}]: must be at least 1"));
-            }
-            check_nonempty(&s.union, &format!("{key}.union"))?;
-            if let Some(j) = s.union.iter().position(|&u| u < 2) {
+        validate_accuracy_sweeps(&self.sweep, "sweep")
+    }
+}
+
+fn validate_accuracy_sweeps(sweeps: &[AccuracySweep], name: &str) -> Result<(), String> {
+    check_nonempty(sweeps, name)?;
+    for (i, s) in sweeps.iter().enumerate() {
+        let key = format!("{name}[{i}]");
+        check_kernels(&s.kernels, &format!("{key}.kernels"))?;
+        check_nonempty(&s.num_perm, &format!("{key}.num_perm"))?;
+        if let Some(j) = s.num_perm.iter().position(|&k| k == 0) {
+            return Err(format!("{key}.num_perm[{j}]: must be at least 1"));
+        }
+        check_nonempty(&s.union, &format!("{key}.union"))?;
+        if let Some(j) = s.union.iter().position(|&u| u < 2) {
+            return Err(format!(
+                "{key}.union[{j}]: a union needs at least 2 elements"
+            ));
+        }
+        check_nonempty(&s.jaccard, &format!("{key}.jaccard"))?;
+        check_unit_open(&s.jaccard, &format!("{key}.jaccard"))?;
+        check_nonempty(&s.elements, &format!("{key}.elements"))?;
+        for (j, e) in s.elements.iter().enumerate() {
+            if e != "random" && e != "consecutive" {
                 return Err(format!(
-                    "{key}.union[{j}]: a union needs at least 2 elements"
+                    "{key}.elements[{j}]: `{e}` is not `random` or `consecutive`"
                 ));
             }
-            check_nonempty(&s.jaccard, &format!("{key}.jaccard"))?;
-            check_unit_open(&s.jaccard, &format!("{key}.jaccard"))?;
-            check_nonempty(&s.elements, &format!("{key}.elements"))?;
-            for (j, e) in s.elements.iter().enumerate() {
-                if e != "random" && e != "consecutive" {
-                    return Err(format!(
-                        "{key}.elements[{j}]: `{e}` is not `random` or `consecutive`"
-                    ));
-                }
+        }
+        if s.trials < 2 {
+            return Err(format!("{key}.trials: need at least 2 trials"));
+        }
+    }
+    Ok(())
+}
+
+impl Validate for FaultsConfig {
+    fn validate(&self) -> Result<(), String> {
+        validate_accuracy_sweeps(&self.accuracy, "accuracy")?;
+        validate_scurve_sweeps(&self.scurve, "scurve")?;
+        check_nonempty(&self.faults, "faults")?;
+        for (i, f) in self.faults.iter().enumerate() {
+            if super::faults::fault(f).is_none() {
+                return Err(format!("faults[{i}]: {}", super::faults::unknown_fault(f)));
             }
-            if s.trials < 2 {
-                return Err(format!("{key}.trials: need at least 2 trials"));
-            }
+        }
+        if !(self.family_alpha > 0.0 && self.family_alpha < 1.0) {
+            return Err("family_alpha: must be in (0, 1)".into());
         }
         Ok(())
     }
 }
 
-impl Validate for ScurveConfig {
-    fn validate(&self) -> Result<(), String> {
-        check_nonempty(&self.sweep, "sweep")?;
-        for (i, s) in self.sweep.iter().enumerate() {
-            let key = format!("sweep[{i}]");
-            check_kernels(&s.kernels, &format!("{key}.kernels"))?;
-            check_nonempty(&s.bands_rows, &format!("{key}.bands_rows"))?;
-            check_nonempty(&s.union, &format!("{key}.union"))?;
-            check_nonempty(&s.jaccard, &format!("{key}.jaccard"))?;
-            for (j, &v) in s.jaccard.iter().enumerate() {
-                if !(0.0..=1.0).contains(&v) {
-                    return Err(format!("{key}.jaccard[{j}]: {v} is not in [0, 1]"));
-                }
-            }
-            if s.trials == 0 {
-                return Err(format!("{key}.trials: must be at least 1"));
+fn validate_scurve_sweeps(sweeps: &[ScurveSweep], name: &str) -> Result<(), String> {
+    check_nonempty(sweeps, name)?;
+    for (i, s) in sweeps.iter().enumerate() {
+        let key = format!("{name}[{i}]");
+        check_kernels(&s.kernels, &format!("{key}.kernels"))?;
+        check_nonempty(&s.bands_rows, &format!("{key}.bands_rows"))?;
+        check_nonempty(&s.union, &format!("{key}.union"))?;
+        check_nonempty(&s.jaccard, &format!("{key}.jaccard"))?;
+        for (j, &v) in s.jaccard.iter().enumerate() {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("{key}.jaccard[{j}]: {v} is not in [0, 1]"));
             }
         }
+        if s.trials == 0 {
+            return Err(format!("{key}.trials: must be at least 1"));
+        }
+    }
+    Ok(())
+}
+
+impl Validate for ScurveConfig {
+    fn validate(&self) -> Result<(), String> {
+        validate_scurve_sweeps(&self.sweep, "sweep")?;
         for (i, s) in self.band_agreement.iter().enumerate() {
             let key = format!("band_agreement[{i}]");
             check_kernels(&s.kernels, &format!("{key}.kernels"))?;

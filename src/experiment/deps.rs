@@ -96,3 +96,19 @@ pub fn shingler(
     };
     Ok(crate::shingle::Shingler::new(kind, normalization, seed))
 }
+
+/// Builds the kernel of a registry entry (also one outside the registry, as the fault-injection run's).
+pub fn kernel_of(
+    spec: &crate::kernel::KernelSpec,
+    num_perm: usize,
+    seed: u64,
+) -> Result<Box<dyn Kernel>, ExperimentError> {
+    Ok(crate::kernel::build_spec(
+        spec,
+        &KernelParams {
+            num_perm,
+            seed,
+            isa: None,
+        },
+    )?)
+}

@@ -11,13 +11,15 @@
 //! Layout: [`config`] (the format), [`runner`] (cells, paths, CSV, checks), [`stats`] (erfinv, Wilson,
 //! Ertl's band), [`report`] (markdown), [`chart`] (what is plotted, the kernel colours), `plot` (drawing PNG and
 //! SVG, with the `plots` feature), [`error`], and one module per experiment kind: [`theory`], [`accuracy`],
-//! [`scurve`], [`recall`], [`throughput`].
+//! [`scurve`], [`recall`], [`throughput`], and [`faults`], which runs the checks against deliberately broken
+//! kernels.
 
 pub mod accuracy;
 pub mod chart;
 pub mod config;
 pub mod deps;
 pub mod error;
+pub mod faults;
 #[cfg(feature = "plots")]
 pub mod plot;
 pub mod recall;
@@ -201,6 +203,7 @@ pub fn run_one(ctx: &runner::Ctx, spec: &config::Spec) -> Result<runner::Checks,
         config::Spec::Scurve(c) => scurve::run(ctx, c),
         config::Spec::Recall(c) => recall::run(ctx, c),
         config::Spec::Throughput(c) => throughput::run(ctx, c),
+        config::Spec::Faults(c) => faults::run(ctx, c),
     }
 }
 

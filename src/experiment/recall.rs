@@ -70,8 +70,13 @@ pub struct RecallRow {
     pub precision_before: f64,
     /// Candidates kept by exact verification (J >= t); precision after it is 1, recall unchanged.
     pub verified_exact: usize,
-    /// Precision after exact verification.
+    /// Precision after exact verification: verified candidates that are true pairs, over verified candidates.
     pub precision_after_exact: f64,
+    /// True pairs among the candidates whose recomputed exact J falls below t (the join and the verification
+    /// disagree; 0 when both are right).
+    pub true_below_threshold: usize,
+    /// Candidates at or above t by recomputed exact J that the ground truth lacks (0 when both are right).
+    pub verified_not_true: usize,
     /// Candidates kept by the signature estimate (>= t), over all k slots.
     pub kept_estimate: usize,
     /// Recall after verification by the estimate.
@@ -184,6 +189,15 @@ fn run_cell(
                 .filter(|(a, b, _, _)| truth_set.contains(&(*a, *b)))
                 .count();
             let verified = scored.iter().filter(|s| s.2 >= t).count();
+            // Every true pair among the candidates is looked at, whatever its recomputed J.
+            let true_below = scored
+                .iter()
+                .filter(|(a, b, j, _)| *j < t && truth_set.contains(&(*a, *b)))
+                .count();
+            let verified_not_true = scored
+                .iter()
+                .filter(|(a, b, j, _)| *j >= t && !truth_set.contains(&(*a, *b)))
+                .count();
             let kept_est: Vec<&(u32, u32, f64, f64)> = scored.iter().filter(|s| s.3 >= t).collect();
             let kept_true = kept_est
                 .iter()
@@ -220,7 +234,9 @@ fn run_cell(
                 },
                 precision_before: ratio(found, scored.len()),
                 verified_exact: verified,
-                precision_after_exact: ratio(found.min(verified), verified),
+                precision_after_exact: ratio(verified - verified_not_true, verified),
+                true_below_threshold: true_below,
+                verified_not_true,
                 kept_estimate: kept_est.len(),
                 recall_after_estimate: ratio(kept_true, truth.len()),
                 precision_after_estimate: ratio(kept_true, kept_est.len()),
@@ -268,13 +284,21 @@ pub fn check(
             bad.join("; ")
         },
     );
+    // Exact verification must keep exactly the true pairs among the candidates: no true pair whose recomputed J
+    // falls below t, no verified pair the truth lacks.
     let bad_precision: Vec<String> = rows
         .iter()
-        .filter(|r| r.verified_exact > 0 && r.precision_after_exact != 1.0)
+        .filter(|r| r.true_below_threshold > 0 || r.verified_not_true > 0)
         .map(|r| {
             format!(
-                "{} {} {}x{} t={}",
-                r.study, r.kernel, r.bands, r.rows, r.threshold
+                "{} {} {}x{} t={}: {} true pairs recomputed below t, {} verified pairs not in the truth",
+                r.study,
+                r.kernel,
+                r.bands,
+                r.rows,
+                r.threshold,
+                r.true_below_threshold,
+                r.verified_not_true
             )
         })
         .collect();
@@ -282,7 +306,8 @@ pub fn check(
         "exact verification keeps exactly the true pairs among the candidates",
         bad_precision.is_empty(),
         if bad_precision.is_empty() {
-            "precision after exact verification is 1 in every row".to_string()
+            "every true pair among the candidates verifies, and every verified pair is true, in every row"
+                .to_string()
         } else {
             bad_precision.join("; ")
         },
@@ -502,6 +527,8 @@ mod tests {
             precision_before: 1.0,
             verified_exact: found,
             precision_after_exact: 1.0,
+            true_below_threshold: 0,
+            verified_not_true: 0,
             kept_estimate: 0,
             recall_after_estimate: 0.0,
             precision_after_estimate: 0.0,
@@ -526,6 +553,26 @@ mod tests {
         let mut c = Checks::new("recall");
         check(1e-3, &[row(900, 1000)], &ps, &mut c);
         assert!(c.failed().next().is_some());
+    }
+
+    #[test]
+    fn a_true_pair_recomputed_below_the_threshold_fails_the_verification_check() {
+        let p = Banding { bands: 42, rows: 3 }.probability(0.5);
+        let ps = |_: &RecallRow| (0..1000).map(|i| (i, p)).collect::<Vec<_>>();
+        let mut r = row(996, 1000);
+        r.true_below_threshold = 1;
+        let mut c = Checks::new("recall");
+        check(1e-3, &[r.clone()], &ps, &mut c);
+        let failed: Vec<_> = c.failed().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            failed,
+            ["exact verification keeps exactly the true pairs among the candidates"]
+        );
+        r.true_below_threshold = 0;
+        r.verified_not_true = 2;
+        let mut c = Checks::new("recall");
+        check(1e-3, &[r], &ps, &mut c);
+        assert_eq!(c.failed().count(), 1);
     }
 
     #[test]

@@ -4,13 +4,20 @@
 //! on small sets, where densification bends the curve (ALGORITHMS.md: at f = 20, J = 0.5, r = 5, 0.19 under
 //! rotation, 0.033 under optimal densification, against J^r = 0.031).
 //!
-//! Checked: on cells where theory holds (classic MinHash always; OPH when no bin is expected empty), P(J) lies
-//! in the empirical Wilson interval at a Bonferroni-corrected level over all checked points (family-wise
-//! false-alarm rate `family_alpha`). On small sets: classic MinHash's band agreement contains J^r, rotation's
-//! is far above it (as published).
+//! Checked, on cells where theory holds (classic MinHash always; OPH and FSS when no bin is expected empty), at
+//! a Bonferroni-corrected level over all checked points (family-wise false-alarm rate `family_alpha`), with
+//! exact binomial tails (a normal interval fails where J^r is tiny):
+//! - where the family's bands are independent (classic MinHash: independent hash functions per slot), each of
+//!   the b bands of each of the n pairs is its own Bernoulli(J^r) trial, so the count of agreeing bands is
+//!   Binomial(b n, J^r): a test about sqrt(b) times narrower than one draw per pair;
+//! - where bands are dependent (one-permutation hashing, fast similarity sketching: an element fills one bin
+//!   per round), one Bernoulli(P(J)) per pair, P(J) = 1 - (1 - J^r)^b.
 //!
-//! Whether a cell is sparse, and which theory a kernel follows, comes from the registry's
-//! [`crate::kernel::SketchFamily`].
+//! On small sets: classic MinHash's band agreement contains J^r (a binomial over every band), a family quoted
+//! far above J^r (rotation densification, ALGORITHMS.md) lies above it.
+//!
+//! Whether a cell is sparse, whether bands are independent, and the quoted band agreement, come from the
+//! registry's [`crate::kernel::SketchFamily`].
 
 use super::ExperimentError;
 use super::chart::{Chart, Figures, Series, Style, kernel_color, kernels_in};
@@ -18,24 +25,17 @@ use super::config::{BandAgreementSweep, ScurveConfig, ScurveSweep};
 use super::deps;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
-use super::stats::{bonferroni_level, wilson, z_two_sided};
+use super::stats::{binomial_consistent, binomial_tails, bonferroni_level, wilson, z_two_sided};
 use crate::corpus::pairs::{ElementKind, PairShape, PairSource};
-use crate::kernel::SketchFamily;
+use crate::kernel::KernelSpec;
 use crate::lsh::scurve::Banding;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 type Result<T, E = ExperimentError> = std::result::Result<T, E>;
 
-/// ALGORITHMS.md's band agreement at f = 20, J = 0.5, r = 5, where independent slots give J^r = 0.031: the
-/// kernel, its densification scheme and the quoted value. Data about a published table (the registry's family
-/// does not tell one densification from another); a scheme quoted far above J^r is checked to bend the band
-/// agreement above J^r on sparse sets.
-const QUOTED_BAND: &[(&str, &str, f64)] = &[
-    ("oph-rot", "rotation densification", 0.19),
-    ("oph-opt", "optimal densification", 0.033),
-];
-/// J^r at f = 20, J = 0.5, r = 5 as ALGORITHMS.md quotes it.
+/// J^r at f = 20, J = 0.5, r = 5 as ALGORITHMS.md quotes it (next to each family's
+/// [`crate::kernel::SketchFamily::quoted_band_agreement`]).
 const QUOTED_J_R: f64 = 0.031;
 
 /// One (kernel, b x r, union, J) point of an empirical S-curve.
@@ -63,6 +63,10 @@ pub struct ScurveRow {
     pub trials: usize,
     /// Pairs that shared a band.
     pub candidates: u64,
+    /// Bands that agreed, over all pairs (b per pair).
+    pub agreeing_bands: u64,
+    /// J^r, the probability that one band agrees when slots are independent.
+    pub p_band_theory: f64,
     /// candidates / trials.
     pub p_empirical: f64,
     /// 95% Wilson interval (for plots; the check uses a Bonferroni-corrected level).
@@ -122,15 +126,23 @@ pub fn shares_band(a: &[u32], b: &[u32], br: Banding) -> bool {
     })
 }
 
-fn run_cell(
+/// One (kernel, b x r, union) cell over the sweep's J grid. `band_width` is the number of rows the pairs are
+/// matched on: `br.rows`, except in the fault-injection run's wrong-band-width fault.
+pub(crate) fn run_cell(
     ctx: &Ctx,
     sweep: &ScurveSweep,
-    kernel: &str,
+    spec: &KernelSpec,
     br: Banding,
     union: usize,
+    band_width: usize,
 ) -> Result<Vec<ScurveRow>> {
     let k = br.hashes();
-    let family = crate::kernel::spec(kernel)?.family;
+    let family = spec.family;
+    let kernel = spec.name;
+    let matched = Banding {
+        bands: k / band_width.max(1),
+        rows: band_width.max(1),
+    };
     let mut grid: Vec<PairShape> = Vec::new();
     for &j in &sweep.jaccard {
         let s = PairShape::for_jaccard(union, j);
@@ -142,16 +154,24 @@ fn run_cell(
     grid.par_iter()
         .map(|&shape| {
             let seed = cell_seed(ctx.seed, &format!("scurve|{br}|{union}|{}", shape.both));
-            let kern = deps::kernel(kernel, k, seed)?;
+            let kern = deps::kernel_of(spec, k, seed)?;
             let mut src = PairSource::new(shape, ElementKind::Random, seed);
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let (mut sa, mut sb) = (vec![0u32; k], vec![0u32; k]);
             let mut hits = 0u64;
+            let mut agreeing = 0u64;
             for _ in 0..sweep.trials {
                 src.next_pair(&mut a, &mut b);
                 kern.sign(&a, &mut sa);
                 kern.sign(&b, &mut sb);
-                hits += shares_band(&sa, &sb, br) as u64;
+                let agree = (0..matched.bands)
+                    .filter(|i| {
+                        let s = i * matched.rows..(i + 1) * matched.rows;
+                        sa[s.clone()] == sb[s]
+                    })
+                    .count();
+                hits += (agree > 0) as u64;
+                agreeing += agree as u64;
             }
             let n = sweep.trials as u64;
             let (lo, hi) = wilson(hits, n, z95);
@@ -168,6 +188,8 @@ fn run_cell(
                 jaccard: j,
                 trials: sweep.trials,
                 candidates: hits,
+                agreeing_bands: agreeing,
+                p_band_theory: j.powi(br.rows as i32),
                 p_empirical: hits as f64 / n as f64,
                 wilson_lo: lo,
                 wilson_hi: hi,
@@ -225,12 +247,17 @@ fn run_band_cell(
     })
 }
 
-/// A conservative interval for the band agreement probability: bands within a trial may be correlated (they
-/// are under densification), so the per-trial fraction, a [0, 1] variable with variance <= p(1-p), is treated
-/// as one draw: Wilson with n = trials.
-pub fn band_interval(r: &BandRow, z: f64) -> (f64, f64) {
-    let successes = (r.p_band * r.trials as f64).round() as u64;
-    wilson(successes, r.trials as u64, z)
+/// An interval for the band agreement probability. With independent bands every band of every trial is its
+/// own draw: Wilson over `trials * bands`. Otherwise bands within a trial may be correlated (they are under
+/// densification), so the per-trial fraction, a [0, 1] variable with variance <= p(1-p), is treated as one
+/// draw: Wilson with n = trials (conservative).
+pub fn band_interval(r: &BandRow, z: f64, independent: bool) -> (f64, f64) {
+    if independent {
+        wilson(r.agreeing_bands, (r.trials * r.bands_per_trial) as u64, z)
+    } else {
+        let successes = (r.p_band * r.trials as f64).round() as u64;
+        wilson(successes, r.trials as u64, z)
+    }
 }
 
 /// The self-checks over all rows of an S-curve run. Fails on a row whose kernel is not in the registry.
@@ -240,23 +267,64 @@ pub fn check(
     bands: &[BandRow],
     checks: &mut Checks,
 ) -> Result<()> {
+    check_in(&super::accuracy::registry(), cfg_alpha, rows, bands, checks)
+}
+
+/// [`check`] against the kernels of `registry` (the fault-injection run adds its broken kernels).
+pub fn check_in(
+    registry: &[&KernelSpec],
+    cfg_alpha: f64,
+    rows: &[ScurveRow],
+    bands: &[BandRow],
+    checks: &mut Checks,
+) -> Result<()> {
+    let lookup = |name: &str| super::accuracy::lookup(registry, name).map(|s| s.family);
+    let mut per_band = Vec::new();
+    let mut per_pair = Vec::new();
     for r in rows {
-        crate::kernel::spec(&r.kernel)?;
+        let family = lookup(&r.kernel)?;
+        if family.is_sparse(r.union, r.num_perm) {
+            continue;
+        }
+        if family.independent_bands() {
+            per_band.push(r);
+        } else {
+            per_pair.push(r);
+        }
     }
-    let checked: Vec<&ScurveRow> = rows.iter().filter(|r| !r.sparse).collect();
-    let z = z_two_sided(bonferroni_level(cfg_alpha, checked.len()));
-    let bad: Vec<String> = checked
+    // Exact binomial tests (a normal interval fails where J^r is tiny), Bonferroni over every checked point.
+    let points = (per_band.len() + per_pair.len()).max(1);
+    let alpha = cfg_alpha / points as f64;
+    let label = |r: &ScurveRow| {
+        format!(
+            "{} {}x{} u={} J={:.3}",
+            r.kernel, r.bands, r.rows, r.union, r.jaccard
+        )
+    };
+    let bad_band: Vec<String> = per_band
         .iter()
         .filter_map(|r| {
-            let (lo, hi) = wilson(r.candidates, r.trials as u64, z);
-            (r.p_theory < lo || r.p_theory > hi).then(|| {
+            let n = (r.trials * r.bands) as u64;
+            let (lo, hi) = binomial_tails(r.agreeing_bands, n, r.p_band_theory);
+            (!binomial_consistent(r.agreeing_bands, n, r.p_band_theory, alpha)).then(|| {
                 format!(
-                    "{} {}x{} u={} J={:.3}: {}/{} = {:.4}, interval [{lo:.4}, {hi:.4}] misses P = {:.4}",
-                    r.kernel,
-                    r.bands,
-                    r.rows,
-                    r.union,
-                    r.jaccard,
+                    "{}: {}/{n} bands = {:.4} against J^r = {:.4} (P(X <= x) = {lo:.2e}, P(X >= x) = {hi:.2e})",
+                    label(r),
+                    r.agreeing_bands,
+                    r.agreeing_bands as f64 / n as f64,
+                    r.p_band_theory
+                )
+            })
+        })
+        .collect();
+    let bad_pair: Vec<String> = per_pair
+        .iter()
+        .filter_map(|r| {
+            let (lo, hi) = binomial_tails(r.candidates, r.trials as u64, r.p_theory);
+            (!binomial_consistent(r.candidates, r.trials as u64, r.p_theory, alpha)).then(|| {
+                format!(
+                    "{}: {}/{} = {:.4} against P = {:.4} (P(X <= x) = {lo:.2e}, P(X >= x) = {hi:.2e})",
+                    label(r),
                     r.candidates,
                     r.trials,
                     r.p_empirical,
@@ -265,27 +333,39 @@ pub fn check(
             })
         })
         .collect();
-    checks.expect(
-        "empirical S-curve inside the theory's confidence band on non-sparse sets",
-        bad.is_empty(),
+    let detail = |bad: &[String], of: usize, what: &str| {
         if bad.is_empty() {
             format!(
-                "{} (kernel, b x r, union, J) points; Wilson at z = {z:.2} (family-wise false alarm {cfg_alpha})",
-                checked.len()
+                "{of} (kernel, b x r, union, J) points, {what}; exact binomial test at {alpha:.1e} per \
+                 point (family-wise false alarm {cfg_alpha})"
             )
         } else {
             format!(
-                "{} of {} points outside (z = {z:.2}): {}",
+                "{} of {of} points outside (exact binomial, {alpha:.1e} per point): {}",
                 bad.len(),
-                checked.len(),
                 bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
             )
-        },
-    );
+        }
+    };
+    if !per_band.is_empty() {
+        checks.expect(
+            "per-band agreement is Binomial(b n, J^r) where bands are independent",
+            bad_band.is_empty(),
+            detail(&bad_band, per_band.len(), "every band of every pair a draw"),
+        );
+    }
+    if !per_pair.is_empty() {
+        checks.expect(
+            "empirical S-curve inside the theory's confidence band where bands are dependent",
+            bad_pair.is_empty(),
+            detail(&bad_pair, per_pair.len(), "one draw per pair"),
+        );
+    }
     if !bands.is_empty() {
         let zb = z_two_sided(bonferroni_level(cfg_alpha, bands.len()));
         for r in bands {
-            let (lo, hi) = band_interval(r, zb);
+            let family = lookup(&r.kernel)?;
+            let (lo, hi) = band_interval(r, zb, family.independent_bands());
             let what = format!(
                 "{} at f = {}, J = {:.2}, r = {}, k = {}",
                 r.kernel, r.union, r.jaccard, r.rows, r.num_perm
@@ -294,21 +374,21 @@ pub fn check(
                 "band agreement {:.4}, interval [{lo:.4}, {hi:.4}], J^r = {:.4}",
                 r.p_band, r.p_independent
             );
-            let family = crate::kernel::spec(&r.kernel)?.family;
-            let bends = QUOTED_BAND
-                .iter()
-                .find(|(k, _, quoted)| *k == r.kernel && *quoted > 2.0 * QUOTED_J_R);
-            if family == SketchFamily::Classic {
+            if family.independent_bands() {
                 checks.expect(
-                    format!("classic MinHash band agreement is J^r: {what}"),
+                    format!("band agreement is J^r where bands are independent: {what}"),
                     lo <= r.p_independent && r.p_independent <= hi,
                     detail,
                 );
-            } else if let Some((_, scheme, _)) = bends
+            } else if let Some(quoted) = family.quoted_band_agreement()
+                && quoted > 2.0 * QUOTED_J_R
                 && family.is_sparse(r.union, r.num_perm)
             {
                 checks.expect(
-                    format!("{scheme} bends the band agreement above J^r: {what}"),
+                    format!(
+                        "{} bends the band agreement above J^r (quoted {quoted}): {what}",
+                        family.name()
+                    ),
                     lo > r.p_independent,
                     detail,
                 );
@@ -376,35 +456,60 @@ fn panels(rows: &[ScurveRow], union: usize) -> Vec<Chart> {
         .collect()
 }
 
+/// One S-curve cell to run: sweep, kernel, banding, union size, and the fault-injection offset of the band
+/// width the pairs are matched on (0 in every real run).
+pub(crate) type ScurveCell<'a> = (&'a ScurveSweep, &'a KernelSpec, Banding, usize, usize);
+
+/// The cells of one sweep for one kernel.
+pub(crate) fn sweep_cells<'a>(
+    sweep: &'a ScurveSweep,
+    spec: &'a KernelSpec,
+    width_offset: usize,
+) -> Vec<ScurveCell<'a>> {
+    let mut cells = Vec::new();
+    for &br in &sweep.bands_rows {
+        for &union in &sweep.union {
+            cells.push((sweep, spec, br, union, width_offset));
+        }
+    }
+    cells
+}
+
+/// Every cell's rows (reusing finished cells), in order.
+pub(crate) fn run_cells(ctx: &Ctx, cells: &[ScurveCell]) -> Result<Vec<ScurveRow>> {
+    Ok(cells
+        .par_iter()
+        .map(|&(sweep, spec, br, union, offset)| {
+            let mut key = CellKey::new()
+                .with("kernel", spec.name)
+                .with("br", br)
+                .with("union", union)
+                .with("trials", sweep.trials)
+                .with("jgrid", sweep.jaccard.len())
+                .with("seed", ctx.seed);
+            if offset != 0 {
+                key = key.with("width_offset", offset);
+            }
+            ctx.cell(&key, || {
+                run_cell(ctx, sweep, spec, br, union, br.rows + offset)
+            })
+        })
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
 /// Runs an S-curve experiment: the S-curve and band-agreement cells, their CSVs, the checks, the summary and
 /// figures.
 pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
     let mut cells = Vec::new();
     for sweep in &cfg.sweep {
         for kernel in &sweep.kernels {
-            for &br in &sweep.bands_rows {
-                for &union in &sweep.union {
-                    cells.push((sweep, kernel.as_str(), br, union));
-                }
-            }
+            cells.extend(sweep_cells(sweep, crate::kernel::spec(kernel)?, 0));
         }
     }
-    let rows: Vec<ScurveRow> = cells
-        .par_iter()
-        .map(|&(sweep, kernel, br, union)| {
-            let key = CellKey::new()
-                .with("kernel", kernel)
-                .with("br", br)
-                .with("union", union)
-                .with("trials", sweep.trials)
-                .with("jgrid", sweep.jaccard.len())
-                .with("seed", ctx.seed);
-            ctx.cell(&key, || run_cell(ctx, sweep, kernel, br, union))
-        })
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .flatten()
-        .collect();
+    let rows = run_cells(ctx, &cells)?;
     write_csv(&ctx.file("scurve.csv")?, &rows)?;
 
     let mut band_cells = Vec::new();
@@ -506,10 +611,11 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
         ]);
         for r in &bands {
             let quoted = if r.union == 20 && (r.jaccard - 0.5).abs() < 1e-9 && r.rows == 5 {
-                QUOTED_BAND
+                super::accuracy::registry()
                     .iter()
-                    .find(|(k, _, _)| *k == r.kernel)
-                    .map_or(QUOTED_J_R, |q| q.2)
+                    .find(|s| s.name == r.kernel)
+                    .and_then(|s| s.family.quoted_band_agreement())
+                    .map_or(QUOTED_J_R, |q| q)
                     .to_string()
             } else {
                 "-".to_string()
@@ -557,6 +663,8 @@ mod tests {
             jaccard: 0.5,
             trials,
             candidates: hits,
+            agreeing_bands: 0,
+            p_band_theory: 0.5f64.powi(5),
             p_empirical: hits as f64 / trials as f64,
             wilson_lo: 0.0,
             wilson_hi: 1.0,
@@ -573,7 +681,7 @@ mod tests {
         let mut c = Checks::new("scurve");
         check(
             1e-3,
-            &[row("simd", (p * 2000.0).round() as u64, 2000, p, false)],
+            &[row("fss", (p * 2000.0).round() as u64, 2000, p, false)],
             &[],
             &mut c,
         )
@@ -581,12 +689,41 @@ mod tests {
         assert!(c.failed().next().is_none());
         // 30% of pairs found where theory says 47%: far outside.
         let mut c = Checks::new("scurve");
-        check(1e-3, &[row("simd", 600, 2000, p, false)], &[], &mut c).unwrap();
+        check(1e-3, &[row("fss", 600, 2000, p, false)], &[], &mut c).unwrap();
         assert!(c.failed().next().is_some());
         let mut c = Checks::new("scurve");
-        check(1e-3, &[row("oph-rot", 600, 2000, p, true)], &[], &mut c).unwrap();
+        let mut sparse = row("oph-rot", 600, 2000, p, true);
+        sparse.union = 20;
+        check(1e-3, &[sparse], &[], &mut c).unwrap();
         assert!(c.failed().next().is_none());
         assert!(check(1e-3, &[row("nope", 600, 2000, p, false)], &[], &mut c).is_err());
+    }
+
+    #[test]
+    fn independent_bands_are_tested_per_band() {
+        // 20x5 at J = 0.5 over 2000 pairs: 40000 bands, J^r = 1/32, so about 1250 agree (sd about 35).
+        let p = Banding { bands: 20, rows: 5 }.probability(0.5);
+        let hits = (p * 2000.0).round() as u64;
+        let mut good = row("simd", hits, 2000, p, false);
+        good.agreeing_bands = 1250;
+        let mut c = Checks::new("scurve");
+        check(1e-3, &[good.clone()], &[], &mut c).unwrap();
+        assert!(c.failed().next().is_none(), "{:?}", c.list);
+        // 12% more agreeing bands (4.3 standard errors per band, invisible in the per-pair count): caught.
+        let mut off = good.clone();
+        off.agreeing_bands = 1400;
+        let mut c = Checks::new("scurve");
+        check(1e-3, &[off.clone()], &[], &mut c).unwrap();
+        assert!(
+            c.failed().any(|c| c.name.starts_with("per-band agreement")),
+            "{:?}",
+            c.list
+        );
+        // The same counts from a family with dependent bands are tested per pair, and pass.
+        off.kernel = "fss".into();
+        let mut c = Checks::new("scurve");
+        check(1e-3, &[off], &[], &mut c).unwrap();
+        assert!(c.failed().next().is_none(), "{:?}", c.list);
     }
 
     #[test]
@@ -637,13 +774,12 @@ mod tests {
         ];
         check(1e-3, &[], &bands, &mut c).unwrap();
         let names: Vec<&str> = c.list.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names.len(), 4, "{names:?}");
-        assert!(names[1].starts_with("classic MinHash band agreement is J^r: scalar"));
-        assert!(names[2].starts_with("classic MinHash band agreement is J^r: simd"));
-        assert!(
-            names[3]
-                .starts_with("rotation densification bends the band agreement above J^r: oph-rot")
-        );
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(names[0].starts_with("band agreement is J^r where bands are independent: scalar"));
+        assert!(names[1].starts_with("band agreement is J^r where bands are independent: simd"));
+        assert!(names[2].starts_with(
+            "one-permutation hashing, rotation densification bends the band agreement above J^r"
+        ));
         assert!(c.failed().next().is_none(), "{:?}", c.list);
         assert!(check(1e-3, &[], &[band_row("nope", 0.1)], &mut c).is_err());
     }

@@ -171,6 +171,38 @@ pub fn wilson(successes: u64, n: u64, z: f64) -> (f64, f64) {
     (lower, upper)
 }
 
+/// The exact tails of Binomial(n, p) at `x`: (P(X <= x), P(X >= x)). Summed in log space over the pmf, so
+/// they stay exact where a normal approximation fails (p near 0 or 1, e.g. a band of 13 rows at J = 0.35 agrees
+/// with probability 1.2e-6).
+pub fn binomial_tails(x: u64, n: u64, p: f64) -> (f64, f64) {
+    if p <= 0.0 {
+        return (1.0, if x == 0 { 1.0 } else { 0.0 });
+    }
+    if p >= 1.0 {
+        return (if x == n { 1.0 } else { 0.0 }, 1.0);
+    }
+    // ln pmf(i), from ln pmf(0) = n ln(1-p) by the ratio pmf(i+1)/pmf(i) = (n-i)/(i+1) * p/(1-p).
+    let odds = (p / (1.0 - p)).ln();
+    let mut ln_pmf = Vec::with_capacity(n as usize + 1);
+    let mut l = n as f64 * (-p).ln_1p();
+    for i in 0..=n {
+        ln_pmf.push(l);
+        l += ((n - i) as f64 / (i + 1) as f64).ln() + odds;
+    }
+    let max = ln_pmf.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let total: f64 = ln_pmf.iter().map(|l| (l - max).exp()).sum();
+    let lower: f64 = ln_pmf[..=x as usize].iter().map(|l| (l - max).exp()).sum();
+    let upper: f64 = ln_pmf[x as usize..].iter().map(|l| (l - max).exp()).sum();
+    ((lower / total).min(1.0), (upper / total).min(1.0))
+}
+
+/// Whether `x` successes out of `n` are consistent with Binomial(n, p) in an exact two-sided test at level
+/// `alpha` (each tail at alpha / 2).
+pub fn binomial_consistent(x: u64, n: u64, p: f64, alpha: f64) -> bool {
+    let (lower, upper) = binomial_tails(x, n, p);
+    lower.min(upper) >= alpha / 2.0
+}
+
 /// Half-width of Ertl's acceptance band for the relative MSE of an estimator with binomial-like error:
 /// z * sqrt((2 + (1/(J(1-J)) - 6)/m) / c), with m slots and c trials. The band is 1 +- this.
 ///
@@ -208,6 +240,21 @@ pub fn grouped_bernoulli_lower(draws: &[(usize, f64)], z: f64) -> f64 {
 #[allow(clippy::excessive_precision)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binomial_tails_are_exact() {
+        // Binomial(4, 1/2): P(X <= 1) = 5/16, P(X >= 1) = 15/16.
+        let (lo, hi) = binomial_tails(1, 4, 0.5);
+        assert!((lo - 5.0 / 16.0).abs() < 1e-12 && (hi - 15.0 / 16.0).abs() < 1e-12);
+        // One agreeing band of 9000 at p = 1.2e-6: P(X >= 1) = 1 - (1-p)^9000, about 0.0107; consistent at 1e-5.
+        let (_, hi) = binomial_tails(1, 9000, 1.2e-6);
+        assert!((hi - (1.0 - (1.0 - 1.2e-6f64).powi(9000))).abs() < 1e-9);
+        assert!(binomial_consistent(1, 9000, 1.2e-6, 1e-5));
+        // 1400 of 40000 where p = 1/32 gives 1250 expected: rejected at 1e-3.
+        assert!(!binomial_consistent(1400, 40_000, 1.0 / 32.0, 1e-3));
+        assert!(binomial_consistent(1250, 40_000, 1.0 / 32.0, 1e-3));
+        assert!(binomial_consistent(0, 10, 0.0, 1e-3) && !binomial_consistent(1, 10, 0.0, 1e-3));
+    }
 
     // Reference values from Python's math.erf/erfc and statistics.NormalDist.inv_cdf.
     #[test]

@@ -34,7 +34,8 @@
 //!
 //! The estimator is the fraction of equal slots. Bins filled by different elements of one round are
 //! negatively dependent (an element lands in one bin per round), which makes the variance at most classic
-//! MinHash's J(1-J)/k and lower on small sets, where each element wins several bins.
+//! MinHash's J(1-J)/k and lower on small sets, where each element wins several bins; the closed form is
+//! [`super::variance::rel_mse_fss`].
 
 use super::bins::{self, CHUNK};
 use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};

@@ -13,6 +13,7 @@ pub mod fss;
 pub mod oph;
 pub mod scalar;
 pub mod simd;
+pub mod variance;
 
 pub use crate::arch::Isa;
 use crate::arch::Unsupported;
@@ -107,18 +108,28 @@ pub enum KernelError {
     Unsupported(#[from] Unsupported),
 }
 
+/// How one-permutation hashing fills its empty bins: the variance and the band agreement on sparse sets depend
+/// on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Densification {
+    /// Optimal densification (Shrivastava, ICML 2017): an empty bin copies a uniformly chosen non-empty bin.
+    Optimal,
+    /// Rotation (Shrivastava and Li, ICML 2014): an empty bin copies the nearest non-empty bin to its right.
+    Rotation,
+}
+
 /// The sketch family a kernel belongs to, and so the theory its accuracy and S-curve cells are checked against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SketchFamily {
     /// k independent min-wise hash functions: slot agreement is Bernoulli(J), independent across slots, so the
     /// estimator's variance is J(1-J)/k (relative MSE 1) and each band agrees with probability J^r.
     Classic,
-    /// One-permutation hashing (Li, Owen, Zhang 2012) with densification: while no bin is empty (union f well
-    /// above k ln k), the slots sample without replacement and the relative MSE is 1 - (k-1)/(f-1); with empty
-    /// bins the densification decides, and the cell is sparse.
-    OnePermutation,
+    /// One-permutation hashing (Li, Owen, Zhang 2012) with densification: while no bin is empty the slots sample
+    /// without replacement (relative MSE 1 - (k-1)/(f-1)); with empty bins the densification decides, in
+    /// closed form for both schemes ([`variance`]). Bands are dependent (one element per bin).
+    OnePermutation(Densification),
     /// Fast Similarity Sketching (Dahlgaard, Knudsen, Thorup 2017): collision probability J (up to ties), variance
-    /// at most classic MinHash's.
+    /// below classic MinHash's on small sets, in closed form ([`variance::rel_mse_fss`]).
     FastSimilarity,
 }
 
@@ -127,36 +138,59 @@ impl SketchFamily {
     pub fn name(self) -> &'static str {
         match self {
             SketchFamily::Classic => "classic MinHash",
-            SketchFamily::OnePermutation => "one-permutation hashing",
+            SketchFamily::OnePermutation(Densification::Optimal) => {
+                "one-permutation hashing, optimal densification"
+            }
+            SketchFamily::OnePermutation(Densification::Rotation) => {
+                "one-permutation hashing, rotation densification"
+            }
             SketchFamily::FastSimilarity => "fast similarity sketching",
         }
     }
 
     /// Whether a cell with union size `union` and `k` slots is sparse for this family: more than 5% of the k
-    /// bins expected empty, where one-permutation hashing's closed forms do not hold.
+    /// bins expected empty, where densification bends the S-curve away from 1 - (1 - J^r)^b.
     pub fn is_sparse(self, union: usize, k: usize) -> bool {
         match self {
-            SketchFamily::OnePermutation => expected_empty_bins(union, k) >= 0.05,
+            SketchFamily::OnePermutation(_) => variance::expected_empty_bins(union, k) >= 0.05,
             SketchFamily::Classic | SketchFamily::FastSimilarity => false,
         }
     }
 
-    /// The relative MSE (MSE / (J(1-J)/k)) this family's theory predicts at union size `union` and `k` slots,
-    /// where it predicts one that is checked.
+    /// Whether the bands of a signature are independent given the pair (slots from independent hash
+    /// functions), so that each band is its own Bernoulli(J^r) trial.
+    pub fn independent_bands(self) -> bool {
+        matches!(self, SketchFamily::Classic)
+    }
+
+    /// The relative MSE (MSE / (J(1-J)/k)) this family's theory predicts at union size `union` and `k` slots
+    /// ([`variance`] derives each); `None` for `union < 2`, where J is 0 or 1.
     pub fn predicted_rel_mse(self, union: usize, k: usize) -> Option<f64> {
+        if union < 2 || k == 0 {
+            return None;
+        }
+        Some(match self {
+            SketchFamily::Classic => 1.0,
+            SketchFamily::OnePermutation(Densification::Optimal) => {
+                variance::rel_mse_oph_optimal(union, k)
+            }
+            SketchFamily::OnePermutation(Densification::Rotation) => {
+                variance::rel_mse_oph_rotation(union, k)
+            }
+            SketchFamily::FastSimilarity => variance::rel_mse_fss(union, k),
+        })
+    }
+
+    /// The published probability that one band of r = 5 rows agrees at f = 20, J = 0.5 under this family's
+    /// densification (ALGORITHMS.md: rotation 0.19, optimal 0.033, against J^r = 0.031). The S-curve check
+    /// expects sparse band agreement above J^r where the quoted value is far above it (rotation).
+    pub fn quoted_band_agreement(self) -> Option<f64> {
         match self {
-            SketchFamily::Classic => Some(1.0),
-            SketchFamily::OnePermutation => (expected_empty_bins(union, k) < 0.05 && union > 1)
-                .then(|| 1.0 - (k as f64 - 1.0) / (union as f64 - 1.0)),
-            // Its own variance (below classic MinHash's on small sets): reported, not checked.
-            SketchFamily::FastSimilarity => None,
+            SketchFamily::OnePermutation(Densification::Rotation) => Some(0.19),
+            SketchFamily::OnePermutation(Densification::Optimal) => Some(0.033),
+            _ => None,
         }
     }
-}
-
-/// The expected number of empty bins when `union` elements fall uniformly into `k` bins.
-fn expected_empty_bins(union: usize, k: usize) -> f64 {
-    k as f64 * (1.0 - 1.0 / k as f64).powi(union as i32)
 }
 
 /// One registry entry: everything the harness, the CLI and the tests know about a kernel.

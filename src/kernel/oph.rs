@@ -21,7 +21,7 @@
 //! An empty set gives every slot `u32::MAX` (callers flag it; it estimates 0 against anything).
 
 use super::bins::{CHUNK, min_update};
-use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
+use super::{Densification, Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 use crate::arch::Dispatch;
 #[cfg(target_arch = "x86_64")]
 use crate::arch::{Avx512, x86::mix64_x8};
@@ -36,7 +36,7 @@ use rand_xoshiro::rand_core::{Rng, SeedableRng};
 pub const SPEC_OPT: KernelSpec = KernelSpec {
     name: "oph-opt",
     about: "one-permutation hashing, optimal densification (Shrivastava 2017)",
-    family: SketchFamily::OnePermutation,
+    family: SketchFamily::OnePermutation(Densification::Optimal),
     same_output_as: None,
     build: build_opt,
 };
@@ -44,7 +44,7 @@ pub const SPEC_OPT: KernelSpec = KernelSpec {
 pub const SPEC_ROT: KernelSpec = KernelSpec {
     name: "oph-rot",
     about: "one-permutation hashing, rotation densification (Shrivastava-Li 2014); for comparison",
-    family: SketchFamily::OnePermutation,
+    family: SketchFamily::OnePermutation(Densification::Rotation),
     same_output_as: None,
     build: build_rot,
 };

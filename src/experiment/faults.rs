@@ -1,0 +1,531 @@
+//! Fault injection: the self-checks run against deliberately broken kernels, and must catch every one.
+//!
+//! A check that cannot fail proves nothing. This experiment (`kind = "faults"`) runs the accuracy and S-curve
+//! measurements and their self-checks ([`super::accuracy::check_in`], [`super::scurve::check_in`]) on the
+//! correct kernels its sweeps name and on every fault of [`FAULTS`], one subject at a time, and records which
+//! check fails for which subject. Its own checks: every fault is caught by at least one check, and every correct
+//! kernel passes every check. So `lshbench run experiments/faults.toml --quick` exits 0 only when both hold.
+//!
+//! Each fault is a [`KernelSpec`] built through the normal interface (a registry entry, a family, a builder)
+//! around a correct kernel, declaring the family of the kernel it pretends to be. The faults live here, not in
+//! [`crate::kernel::KERNELS`], so no user can pick one. One fault is in the harness rather than the kernel (the
+//! band width the pairs are matched on); it is marked as such.
+
+use super::ExperimentError;
+use super::accuracy::{self, AccuracyRow};
+use super::config::FaultsConfig;
+use super::report::{Table, write_summary};
+use super::runner::{Checks, Ctx, write_csv};
+use super::scurve::{self, ScurveRow};
+use crate::kernel::oph::{Densify, Oph};
+use crate::kernel::{
+    Densification, Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily,
+};
+use serde::{Deserialize, Serialize};
+
+type Result<T, E = ExperimentError> = std::result::Result<T, E>;
+
+/// One deliberately broken subject.
+pub struct Fault {
+    /// What is broken, for the table.
+    pub about: &'static str,
+    /// The broken kernel, as a registry entry (name, claimed family, builder).
+    pub spec: KernelSpec,
+    /// Rows added to the band width the S-curve matches pairs on (a harness fault; 0 for kernel faults).
+    pub band_width_offset: usize,
+}
+
+/// Every fault, by name.
+pub static FAULTS: &[Fault] = &[
+    Fault {
+        about: "biased estimator: add-one smoothing, (matches + 1) / (k + 1), on simd's slots",
+        spec: KernelSpec {
+            name: "fault-biased-estimator",
+            about: "simd with a biased estimator",
+            family: SketchFamily::Classic,
+            same_output_as: None,
+            build: build_biased,
+        },
+        band_width_offset: 0,
+    },
+    Fault {
+        about: "correlated slots: slot 4i + 1 repeats slot 4i (two slots share one hash function)",
+        spec: KernelSpec {
+            name: "fault-correlated-slots",
+            about: "simd with every fourth pair of slots sharing a hash function",
+            family: SketchFamily::Classic,
+            same_output_as: None,
+            build: build_correlated,
+        },
+        band_width_offset: 0,
+    },
+    Fault {
+        about: "rotation densification labelled as optimal (oph-rot declaring oph-opt's family)",
+        spec: KernelSpec {
+            name: "fault-rotation-as-optimal",
+            about: "oph-rot claiming optimal densification",
+            family: SketchFamily::OnePermutation(Densification::Optimal),
+            same_output_as: None,
+            build: build_rotation_as_optimal,
+        },
+        band_width_offset: 0,
+    },
+    Fault {
+        about: "dropped SIMD lane: lane 7 of every 8 slots left at its initial value (u32::MAX)",
+        spec: KernelSpec {
+            name: "fault-dropped-lane",
+            about: "simd with one lane of 8 never written",
+            family: SketchFamily::Classic,
+            same_output_as: Some("simd"),
+            build: build_dropped_lane,
+        },
+        band_width_offset: 0,
+    },
+    Fault {
+        about: "wrong band width: pairs matched on bands of r + 1 rows while theory uses r (harness fault)",
+        spec: KernelSpec {
+            name: "fault-band-width",
+            about: "simd, matched on bands one row too wide",
+            family: SketchFamily::Classic,
+            same_output_as: None,
+            build: build_simd,
+        },
+        band_width_offset: 1,
+    },
+    Fault {
+        about: "correlated seeds between trials: the kernel keeps only 2 bits of its seed",
+        spec: KernelSpec {
+            name: "fault-correlated-seeds",
+            about: "simd built from seed & 3",
+            family: SketchFamily::Classic,
+            same_output_as: None,
+            build: build_correlated_seeds,
+        },
+        band_width_offset: 0,
+    },
+    Fault {
+        about: "undensified OPH: empty bins keep the empty marker, so two sets agree on every bin both miss",
+        spec: KernelSpec {
+            name: "fault-undensified-oph",
+            about: "oph-opt's raw sketch under the optimal-densification family",
+            family: SketchFamily::OnePermutation(Densification::Optimal),
+            same_output_as: None,
+            build: build_undensified,
+        },
+        band_width_offset: 0,
+    },
+];
+
+/// The fault called `name`.
+pub fn fault(name: &str) -> Option<&'static Fault> {
+    FAULTS.iter().find(|f| f.spec.name == name)
+}
+
+/// The message for a fault name not in [`FAULTS`].
+pub fn unknown_fault(name: &str) -> String {
+    format!(
+        "unknown fault `{name}`; available: {}",
+        FAULTS
+            .iter()
+            .map(|f| f.spec.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// A correct kernel with its slots or its estimator broken after signing.
+struct Broken {
+    name: &'static str,
+    inner: Box<dyn Kernel>,
+    /// Rewrites the slots after the inner kernel signed.
+    slots: fn(&mut [u32]),
+    /// Replaces the estimator.
+    estimate: Option<fn(&[u32], &[u32]) -> f64>,
+}
+
+impl Kernel for Broken {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn num_perm(&self) -> usize {
+        self.inner.num_perm()
+    }
+    fn isa(&self) -> Isa {
+        self.inner.isa()
+    }
+    fn sign(&self, ids: &[u64], out: &mut [u32]) {
+        self.inner.sign(ids, out);
+        (self.slots)(out);
+    }
+    fn estimate(&self, a: &[u32], b: &[u32]) -> f64 {
+        match self.estimate {
+            Some(e) => e(a, b),
+            None => self.inner.estimate(a, b),
+        }
+    }
+}
+
+fn keep(_: &mut [u32]) {}
+
+fn broken(
+    name: &'static str,
+    inner: &str,
+    p: &KernelParams,
+    slots: fn(&mut [u32]),
+    estimate: Option<fn(&[u32], &[u32]) -> f64>,
+) -> Result<Box<dyn Kernel>, KernelError> {
+    Ok(Box::new(Broken {
+        name,
+        inner: crate::kernel::build(inner, p)?,
+        slots,
+        estimate,
+    }))
+}
+
+fn build_simd(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
+    crate::kernel::build("simd", p)
+}
+
+fn build_biased(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
+    fn add_one(a: &[u32], b: &[u32]) -> f64 {
+        let equal = a.iter().zip(b).filter(|(x, y)| x == y).count();
+        (equal + 1) as f64 / (a.len() + 1) as f64
+    }
+    broken("fault-biased-estimator", "simd", p, keep, Some(add_one))
+}
+
+fn build_correlated(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
+    fn share(out: &mut [u32]) {
+        for i in (1..out.len()).filter(|i| i % 4 == 1) {
+            out[i] = out[i - 1];
+        }
+    }
+    broken("fault-correlated-slots", "simd", p, share, None)
+}
+
+fn build_rotation_as_optimal(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
+    crate::kernel::build("oph-rot", p)
+}
+
+fn build_dropped_lane(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
+    fn drop_lane(out: &mut [u32]) {
+        for i in (0..out.len()).filter(|i| i % 8 == 7) {
+            out[i] = u32::MAX;
+        }
+    }
+    broken("fault-dropped-lane", "simd", p, drop_lane, None)
+}
+
+fn build_correlated_seeds(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
+    let weak = KernelParams {
+        seed: p.seed & 3,
+        ..*p
+    };
+    crate::kernel::build("simd", &weak)
+}
+
+/// OPH's raw sketch with the plain fraction-of-equal-slots estimator: empty bins are `EMPTY` in both sets.
+struct Undensified(Oph);
+
+impl Kernel for Undensified {
+    fn name(&self) -> &'static str {
+        "fault-undensified-oph"
+    }
+    fn num_perm(&self) -> usize {
+        self.0.num_perm()
+    }
+    fn isa(&self) -> Isa {
+        self.0.isa()
+    }
+    fn sign(&self, ids: &[u64], out: &mut [u32]) {
+        self.0.sign_raw(ids, out);
+    }
+}
+
+fn build_undensified(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
+    Ok(Box::new(Undensified(
+        Oph::new(p.num_perm, p.seed, Densify::Optimal).with_dispatch(p.dispatch()?),
+    )))
+}
+
+/// One (subject, check) verdict.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FaultRow {
+    /// The kernel or fault name.
+    pub subject: String,
+    /// Whether the subject is a deliberate fault.
+    pub fault: bool,
+    /// The experiment whose check it is (`accuracy` or `scurve`).
+    pub experiment: String,
+    /// The check, without its per-cell detail.
+    pub check: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// The numbers behind the verdict.
+    pub detail: String,
+}
+
+/// The check's kind: its name up to the first ": " (per-cell checks name the cell after it).
+fn kind_of(name: &str) -> &str {
+    name.split(": ").next().unwrap_or(name)
+}
+
+/// The verdicts of one subject's checks, one per (experiment, check kind): failed if any instance failed.
+fn verdicts(subject: &str, fault: bool, checks: &[&Checks]) -> Vec<FaultRow> {
+    let mut out: Vec<FaultRow> = Vec::new();
+    for c in checks.iter().flat_map(|c| c.list.iter()) {
+        let kind = kind_of(&c.name);
+        match out
+            .iter_mut()
+            .find(|r| r.experiment == c.experiment && r.check == kind)
+        {
+            Some(r) => {
+                if r.passed && !c.passed {
+                    r.passed = false;
+                    r.detail = c.detail.clone();
+                }
+            }
+            None => out.push(FaultRow {
+                subject: subject.to_string(),
+                fault,
+                experiment: c.experiment.clone(),
+                check: kind.to_string(),
+                passed: c.passed,
+                detail: c.detail.clone(),
+            }),
+        }
+    }
+    out
+}
+
+/// A subject to run: its registry entry, whether it is a fault, and the band-width offset.
+struct Subject {
+    spec: &'static KernelSpec,
+    fault: bool,
+    offset: usize,
+}
+
+/// Runs every subject through the configured sweeps and checks, and returns this experiment's own checks.
+pub fn run(ctx: &Ctx, cfg: &FaultsConfig) -> Result<Checks> {
+    let mut subjects: Vec<Subject> = Vec::new();
+    let mut add = |spec: &'static KernelSpec, fault: bool, offset: usize| {
+        if !subjects.iter().any(|s| s.spec.name == spec.name) {
+            subjects.push(Subject {
+                spec,
+                fault,
+                offset,
+            });
+        }
+    };
+    for name in cfg
+        .accuracy
+        .iter()
+        .flat_map(|s| s.kernels.iter())
+        .chain(cfg.scurve.iter().flat_map(|s| s.kernels.iter()))
+    {
+        add(crate::kernel::spec(name)?, false, 0);
+    }
+    for name in &cfg.faults {
+        // The config's validation already refused unknown names.
+        let f =
+            fault(name).ok_or_else(|| ExperimentError::config(&ctx.source, unknown_fault(name)))?;
+        add(&f.spec, true, f.band_width_offset);
+    }
+    let mut registry = accuracy::registry();
+    registry.extend(FAULTS.iter().map(|f| &f.spec));
+
+    // Correct kernels run the sweeps that name them; faults run every sweep.
+    let mut acc_cells = Vec::new();
+    let mut sc_cells = Vec::new();
+    for s in &subjects {
+        for sweep in &cfg.accuracy {
+            if s.fault || sweep.kernels.iter().any(|k| k == s.spec.name) {
+                acc_cells.extend(accuracy::sweep_cells(sweep, s.spec));
+            }
+        }
+        for sweep in &cfg.scurve {
+            if s.fault || sweep.kernels.iter().any(|k| k == s.spec.name) {
+                sc_cells.extend(scurve::sweep_cells(sweep, s.spec, s.offset));
+            }
+        }
+    }
+    let acc_rows = accuracy::run_cells(ctx, &acc_cells)?;
+    let sc_rows = scurve::run_cells(ctx, &sc_cells)?;
+    write_csv(&ctx.file("accuracy.csv")?, &acc_rows)?;
+    write_csv(&ctx.file("scurve.csv")?, &sc_rows)?;
+
+    let mut table: Vec<FaultRow> = Vec::new();
+    for s in &subjects {
+        let name = s.spec.name;
+        // A subject's rows, plus those of the kernel it claims to reproduce (for the same-output check).
+        let mine = |kernel: &str| kernel == name || s.spec.same_output_as == Some(kernel);
+        let acc: Vec<AccuracyRow> = acc_rows
+            .iter()
+            .filter(|r| mine(&r.kernel))
+            .cloned()
+            .collect();
+        let sc: Vec<ScurveRow> = sc_rows
+            .iter()
+            .filter(|r| r.kernel == name)
+            .cloned()
+            .collect();
+        let mut a = Checks::new("accuracy");
+        if !acc.is_empty() {
+            accuracy::check_in(&registry, &acc, &mut a)?;
+        }
+        let mut c = Checks::new("scurve");
+        if !sc.is_empty() {
+            scurve::check_in(&registry, cfg.family_alpha, &sc, &[], &mut c)?;
+        }
+        table.extend(verdicts(name, s.fault, &[&a, &c]));
+    }
+    write_csv(&ctx.file("faults.csv")?, &table)?;
+
+    let mut checks = Checks::new("faults");
+    let mut columns: Vec<(String, String)> = Vec::new();
+    for r in &table {
+        let col = (r.experiment.clone(), r.check.clone());
+        if !columns.contains(&col) {
+            columns.push(col);
+        }
+    }
+    let mut header = vec!["subject".to_string()];
+    header.extend(
+        columns
+            .iter()
+            .enumerate()
+            .map(|(i, _)| format!("C{}", i + 1)),
+    );
+    header.push("verdict".into());
+    let mut t = Table::new(&header);
+    for s in &subjects {
+        let name = s.spec.name;
+        let mine: Vec<&FaultRow> = table.iter().filter(|r| r.subject == name).collect();
+        let failed: Vec<&FaultRow> = mine.iter().copied().filter(|r| !r.passed).collect();
+        let verdict = if s.fault {
+            checks.expect(
+                format!("fault `{name}` is caught by at least one check"),
+                !failed.is_empty(),
+                if failed.is_empty() {
+                    format!("every one of {} checks passed", mine.len())
+                } else {
+                    format!(
+                        "caught by: {}",
+                        failed
+                            .iter()
+                            .map(|r| format!("{} / {}", r.experiment, r.check))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                },
+            );
+            if failed.is_empty() {
+                "MISSED"
+            } else {
+                "caught"
+            }
+        } else {
+            checks.expect(
+                format!("correct kernel `{name}` passes every check"),
+                failed.is_empty() && !mine.is_empty(),
+                if failed.is_empty() {
+                    format!("{} checks passed", mine.len())
+                } else {
+                    failed
+                        .iter()
+                        .map(|r| format!("{} / {}: {}", r.experiment, r.check, r.detail))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                },
+            );
+            if failed.is_empty() { "passes" } else { "FAILS" }
+        };
+        let mut row = vec![format!("`{name}`")];
+        for (e, c) in &columns {
+            row.push(
+                match mine.iter().find(|r| r.experiment == *e && r.check == *c) {
+                    Some(r) if r.passed => "pass".into(),
+                    Some(_) => "**FAIL**".into(),
+                    None => "-".into(),
+                },
+            );
+        }
+        row.push(verdict.into());
+        t.row(row);
+    }
+    let legend: String = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (e, c))| format!("- C{}: {e}: {c}\n", i + 1))
+        .collect();
+    let faults: String = subjects
+        .iter()
+        .filter(|s| s.fault)
+        .filter_map(|s| fault(s.spec.name))
+        .map(|f| format!("- `{}`: {}\n", f.spec.name, f.about))
+        .collect();
+    let sections = vec![
+        (
+            "Which check catches which fault".to_string(),
+            format!(
+                "Rows: the correct kernels (which must pass every check) and the deliberate faults (each must \
+                 fail at least one). A cell is FAIL when any instance of that check failed for the subject; \
+                 `-`: the check does not apply (e.g. the same-output check for a kernel that claims no \
+                 reference).\n\n{}\n{legend}",
+                t.to_markdown()
+            ),
+        ),
+        ("The faults".to_string(), faults),
+        (
+            "How".to_string(),
+            format!(
+                "Every subject runs the same accuracy cells ({} rows in all) and S-curve cells ({} rows) as \
+                 the correct kernels, on the same pairs and kernel seeds; then the accuracy and S-curve \
+                 self-checks run on each subject's rows alone. `faults.csv` holds every (subject, check) \
+                 verdict with its numbers; `accuracy.csv` and `scurve.csv` the measurements.\n",
+                acc_rows.len(),
+                sc_rows.len()
+            ),
+        ),
+    ];
+    write_summary(
+        ctx,
+        "Fault injection: can the self-checks fail?",
+        &sections,
+        &checks,
+    )?;
+    Ok(checks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_are_outside_the_registry_and_build() {
+        for f in FAULTS {
+            assert!(crate::kernel::spec(f.spec.name).is_err(), "{}", f.spec.name);
+            let k = crate::kernel::build_spec(
+                &f.spec,
+                &KernelParams {
+                    num_perm: 32,
+                    seed: 1,
+                    isa: None,
+                },
+            )
+            .unwrap();
+            assert_eq!(k.num_perm(), 32);
+        }
+    }
+
+    #[test]
+    fn verdicts_group_checks_by_kind() {
+        let mut c = Checks::new("scurve");
+        c.expect("band agreement: a", true, "");
+        c.expect("band agreement: b", false, "off");
+        c.expect("other", true, "");
+        let v = verdicts("x", true, &[&c]);
+        assert_eq!(v.len(), 2);
+        assert!(!v[0].passed && v[0].detail == "off" && v[1].passed);
+    }
+}
