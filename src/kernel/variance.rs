@@ -24,6 +24,7 @@
 //!     the non-empty bins are a uniform m-subset of the circle, so a run is one part of a uniform weak
 //!     composition of e into m parts (mean e/m, variance e(m-1)(e+m)/(m^2(m+1))), and
 //!     E[S | m] = m + 2e + m E[run^2].
+//!
 //!   With no empty bin both give S = k: relative MSE 1 - (k-1)/(f-1) (Li, Owen, Zhang 2012).
 //! - fast similarity sketching (Dahlgaard, Knudsen, Thorup 2017): bin j is decided in the first round r_j that
 //!   sends an element to it, by a uniform element of that round's arrivals. In a round below k an element
@@ -180,10 +181,8 @@ mod tests {
             }
             let full: Vec<usize> = (0..k).filter(|&b| occupied[b]).collect();
             let mut w = vec![1.0f64; k];
-            for b in 0..k {
-                if !occupied[b] {
-                    w[full[(rng.next_u64() % full.len() as u64) as usize]] += 1.0;
-                }
+            for _ in occupied.iter().filter(|&&o| !o) {
+                w[full[(rng.next_u64() % full.len() as u64) as usize]] += 1.0;
             }
             let s: f64 = (0..k).filter(|&b| occupied[b]).map(|b| w[b] * w[b]).sum();
             sum += s;
