@@ -133,6 +133,9 @@ pub fn unknown_fault(name: &str) -> String {
     )
 }
 
+/// An estimator over two signatures.
+type Estimator = fn(&[u32], &[u32]) -> f64;
+
 /// A correct kernel with its slots or its estimator broken after signing.
 struct Broken {
     name: &'static str,
@@ -140,7 +143,7 @@ struct Broken {
     /// Rewrites the slots after the inner kernel signed.
     slots: fn(&mut [u32]),
     /// Replaces the estimator.
-    estimate: Option<fn(&[u32], &[u32]) -> f64>,
+    estimate: Option<Estimator>,
 }
 
 impl Kernel for Broken {
@@ -172,7 +175,7 @@ fn broken(
     inner: &str,
     p: &KernelParams,
     slots: fn(&mut [u32]),
-    estimate: Option<fn(&[u32], &[u32]) -> f64>,
+    estimate: Option<Estimator>,
 ) -> Result<Box<dyn Kernel>, KernelError> {
     Ok(Box::new(Broken {
         name,

@@ -8,10 +8,10 @@
 //! are a uniform a-subset of the f: the estimate is unbiased and, from the covariance of sampling without
 //! replacement (Var = J(1-J), Cov = -J(1-J)/(f-1)),
 //!
-//! `relative MSE = (f E[S] - k^2) / (k (f - 1))`, with `S = sum_x w_x^2`,
+//! `relative MSE = (f E(S) - k^2) / (k (f - 1))`, with `S = sum_x w_x^2`,
 //!
-//! whatever J is. Each family differs only in E[S]:
-//! - classic MinHash: two slots have the same element with probability 1/f, so E[S] = k + k(k-1)/f: 1.
+//! whatever J is. Each family differs only in E(S):
+//! - classic MinHash: two slots have the same element with probability 1/f, so E(S) = k + k(k-1)/f: 1.
 //! - one-permutation hashing: `m` of the k bins are non-empty (the occupancy distribution of f balls in k bins,
 //!   [`occupancy`]); each non-empty bin is its own element (one element per bin), and densification hands
 //!   each of the e = k - m empty bins a copy of one non-empty bin, both sets the same one (a filled bin agrees
@@ -19,18 +19,19 @@
 //!   if that bin is non-empty in only one set, the other set copies from a different element). With weights
 //!   `1 + copies` per non-empty bin:
 //!   - optimal densification (Shrivastava, ICML 2017): each empty bin picks a uniform non-empty bin,
-//!     independently, so the copies are Multinomial(e, 1/m) and E[S | m] = m + 3e - e/m + e^2/m.
+//!     independently, so the copies are Multinomial(e, 1/m) and E(S | m) = m + 3e - e/m + e^2/m.
 //!   - rotation (Shrivastava and Li, ICML 2014): a non-empty bin receives the run of empty bins to its left;
 //!     the non-empty bins are a uniform m-subset of the circle, so a run is one part of a uniform weak
 //!     composition of e into m parts (mean e/m, variance e(m-1)(e+m)/(m^2(m+1))), and
-//!     E[S | m] = m + 2e + m E[run^2].
+//!     E(S | m) = m + 2e + m E(run^2).
+//!
 //!   With no empty bin both give S = k: relative MSE 1 - (k-1)/(f-1) (Li, Owen, Zhang 2012).
 //! - fast similarity sketching (Dahlgaard, Knudsen, Thorup 2017): bin j is decided in the first round r_j that
 //!   sends an element to it, by a uniform element of that round's arrivals. In a round below k an element
 //!   visits one bin, so two bins decided in the same round have different elements; bins decided in different
 //!   rounds (independent rounds) share their element with probability 1/f. Two bins are decided in the same
 //!   round i < k with probability `p00^i p11` (p00: both empty in a round, `(1-2/k)^f`; p11: both non-empty,
-//!   `1 - 2(1-1/k)^f + (1-2/k)^f`), so E[S] = k + k(k-1) (1 - p11 (1 - p00^k) / (1 - p00)) / f.
+//!   `1 - 2(1-1/k)^f + (1-2/k)^f`), so E(S) = k + k(k-1) (1 - p11 (1 - p00^k) / (1 - p00)) / f.
 //!
 //! Checks against measurement (fresh kernel seed per trial, 10^4 trials, k = 32, J = 0.5): optimal
 //! densification gives 1.353, 0.953, 0.791 at f = 8, 32, 128 (measured 1.355 and 0.951 at f = 8 and 32,
@@ -55,7 +56,7 @@ pub fn occupancy(f: usize, k: usize) -> Vec<f64> {
     p
 }
 
-/// The relative MSE from the expected sum of squared slot weights, E[S], at union size `f` and `k` slots.
+/// The relative MSE from the expected sum of squared slot weights, E(S), at union size `f` and `k` slots.
 pub fn rel_mse_from_weights(f: usize, k: usize, expected_s: f64) -> f64 {
     let (f, k) = (f as f64, k as f64);
     (f * expected_s - k * k) / (k * (f - 1.0))
@@ -66,7 +67,7 @@ pub fn expected_empty_bins(f: usize, k: usize) -> f64 {
     k as f64 * (1.0 - 1.0 / k as f64).powi(f.min(i32::MAX as usize) as i32)
 }
 
-/// E[S] of one-permutation hashing given `e_s(m, e)`, the expectation with m non-empty and e empty bins.
+/// E(S) of one-permutation hashing given `e_s(m, e)`, the expectation with m non-empty and e empty bins.
 fn oph_expected_s(f: usize, k: usize, e_s: impl Fn(f64, f64) -> f64) -> f64 {
     // Past about 1e-12 expected empty bins the no-empty value is exact to that order: skip the O(f k) sum.
     if expected_empty_bins(f, k) < 1e-12 {
@@ -163,7 +164,7 @@ mod tests {
         assert!((rel_mse_oph_optimal(2, 1) - 1.0).abs() < 1e-12);
     }
 
-    /// The formula through E[S] against a direct simulation of the weights (independent of the kernels).
+    /// The formula through E(S) against a direct simulation of the weights (independent of the kernels).
     #[test]
     fn optimal_densification_weights_match_a_simulation() {
         use rand_xoshiro::Xoshiro256PlusPlus;
@@ -180,10 +181,8 @@ mod tests {
             }
             let full: Vec<usize> = (0..k).filter(|&b| occupied[b]).collect();
             let mut w = vec![1.0f64; k];
-            for b in 0..k {
-                if !occupied[b] {
-                    w[full[(rng.next_u64() % full.len() as u64) as usize]] += 1.0;
-                }
+            for _ in occupied.iter().filter(|&&o| !o) {
+                w[full[(rng.next_u64() % full.len() as u64) as usize]] += 1.0;
             }
             let s: f64 = (0..k).filter(|&b| occupied[b]).map(|b| w[b] * w[b]).sum();
             sum += s;
