@@ -7,12 +7,15 @@
 //! window layer), so kernels and shinglers are siblings above the window stream. Vector code is reached only
 //! through the [`crate::arch::Dispatch`] a kernel was built with.
 
+pub mod bbit;
 pub mod bins;
+pub mod cminhash;
 pub mod family;
 pub mod fss;
 pub mod oph;
 pub mod scalar;
 pub mod simd;
+pub mod superminhash;
 
 pub use crate::arch::Isa;
 use crate::arch::Unsupported;
@@ -120,6 +123,14 @@ pub enum SketchFamily {
     /// Fast Similarity Sketching (Dahlgaard, Knudsen, Thorup 2017): collision probability J (up to ties), variance
     /// at most classic MinHash's.
     FastSimilarity,
+    /// SuperMinHash (Ertl 2017): each element's k values come from one random permutation of the slots, so the
+    /// slots are negatively correlated; collision probability J, relative MSE [`superminhash::alpha`] (below 1
+    /// on sets smaller than about k, tending to 1 - (k-1)/(u-1) on large ones), and no bin is ever empty.
+    SuperMinHash,
+    /// C-MinHash with σ and π (Li and Li 2022): k circulant shifts of one permutation. Collision probability J;
+    /// variance at most classic MinHash's, and equal to it up to window overlaps of probability about 2k/2^32
+    /// per element pair when positions are hashed to 32 bits (see `cminhash`), so relative MSE 1 is enforced.
+    Circulant,
 }
 
 impl SketchFamily {
@@ -129,6 +140,8 @@ impl SketchFamily {
             SketchFamily::Classic => "classic MinHash",
             SketchFamily::OnePermutation => "one-permutation hashing",
             SketchFamily::FastSimilarity => "fast similarity sketching",
+            SketchFamily::SuperMinHash => "SuperMinHash",
+            SketchFamily::Circulant => "C-MinHash (circulant)",
         }
     }
 
@@ -137,7 +150,10 @@ impl SketchFamily {
     pub fn is_sparse(self, union: usize, k: usize) -> bool {
         match self {
             SketchFamily::OnePermutation => expected_empty_bins(union, k) >= 0.05,
-            SketchFamily::Classic | SketchFamily::FastSimilarity => false,
+            SketchFamily::Classic
+            | SketchFamily::FastSimilarity
+            | SketchFamily::SuperMinHash
+            | SketchFamily::Circulant => false,
         }
     }
 
@@ -145,7 +161,8 @@ impl SketchFamily {
     /// where it predicts one that is checked.
     pub fn predicted_rel_mse(self, union: usize, k: usize) -> Option<f64> {
         match self {
-            SketchFamily::Classic => Some(1.0),
+            SketchFamily::Classic | SketchFamily::Circulant => Some(1.0),
+            SketchFamily::SuperMinHash => Some(superminhash::alpha(union, k)),
             SketchFamily::OnePermutation => (expected_empty_bins(union, k) < 0.05 && union > 1)
                 .then(|| 1.0 - (k as f64 - 1.0) / (union as f64 - 1.0)),
             // Its own variance (below classic MinHash's on small sets): reported, not checked.
@@ -180,6 +197,8 @@ pub static KERNELS: &[KernelSpec] = &[
     oph::SPEC_OPT,
     oph::SPEC_ROT,
     fss::SPEC,
+    superminhash::SPEC,
+    cminhash::SPEC,
 ];
 
 /// The registry entry called `name`.
