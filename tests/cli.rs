@@ -463,4 +463,28 @@ fn sketch_bits_writes_packed_signatures() {
         &[],
     ));
     assert!(std::fs::read_to_string(&pairs).unwrap().lines().count() > 1);
+    // A state saved with 4-bit slots is refused by a run with 8-bit slots (the kernel name carries the width).
+    let state = dir.path().join("state.bin");
+    let dedup_bits = |bits: &str, flag: &str| {
+        lshbench(
+            &[
+                "dedup",
+                "--input",
+                input.to_str().unwrap(),
+                "--bits",
+                bits,
+                flag,
+                state.to_str().unwrap(),
+            ],
+            &[],
+        )
+    };
+    ok(&dedup_bits("4", "--save"));
+    let refused = dedup_bits("8", "--load");
+    assert!(!refused.status.success());
+    let msg = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        msg.contains("oph-opt/b4") && msg.contains("oph-opt/b8"),
+        "{msg}"
+    );
 }
