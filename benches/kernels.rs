@@ -272,6 +272,22 @@ fn cpu_time_report() {
         "fss: {:.3} rounds per non-empty document on average; {one_round} of {docs} finish in round 0",
         rounds as f64 / docs as f64
     );
+    // How much of SuperMinHash's shuffle the early stop leaves: steps per shingle (1 = only position 0).
+    let smh = lshbench::kernel::superminhash::SuperMinHash::new(
+        k,
+        SEED,
+        lshbench::arch::Dispatch::detect(),
+    );
+    let (mut shingles, mut steps) = (0usize, 0usize);
+    for (text, sig) in texts.iter().zip(out.chunks_mut(k)) {
+        shingler.hashes(text, &mut ids);
+        shingles += ids.len();
+        steps += smh.sign_counting_steps(&ids, sig);
+    }
+    println!(
+        "superminhash: {:.3} shuffle steps per shingle ({steps} steps for {shingles} shingles, k = {k})",
+        steps as f64 / shingles as f64
+    );
 }
 
 criterion_group! {

@@ -97,6 +97,8 @@ enum Sink {
         ids: CsvOut,
         rows: u64,
         slots: Vec<u32>,
+        /// Below 32: write the slots packed, `crate::kernel::bbit::pack`'s layout, as an n x words uint64 array.
+        bits: u32,
     },
     #[cfg(feature = "parquet")]
     Parquet(parquet::ParquetSink),
@@ -133,6 +135,17 @@ impl SignatureWriter {
     /// [`SignatureFormat`]) and writes its header. For `.npy` the ids file is created now and the array itself
     /// when the writer finishes.
     pub fn create(path: &Path, num_perm: usize) -> Result<SignatureWriter, SketchError> {
+        SignatureWriter::create_bits(path, num_perm, 32)
+    }
+
+    /// As [`SignatureWriter::create`], for signatures cut to `bits` bits per slot (`--bits`): CSV holds the
+    /// b-bit values; below 32 bits `.npy` holds an n x `ceil(k b / 64)` uint64 array of packed signatures
+    /// (layout in [`crate::kernel::bbit`]).
+    pub fn create_bits(
+        path: &Path,
+        num_perm: usize,
+        bits: u32,
+    ) -> Result<SignatureWriter, SketchError> {
         let sink = match SignatureFormat::of(path) {
             Some(SignatureFormat::Csv) => {
                 let mut w = csv_create(path)?;
@@ -152,6 +165,7 @@ impl SignatureWriter {
                     ids,
                     rows: 0,
                     slots: Vec::new(),
+                    bits,
                 }
             }
             #[cfg(feature = "parquet")]
@@ -204,6 +218,7 @@ impl SignatureWriter {
                 ids,
                 rows,
                 slots,
+                ..
             } => {
                 for (i, doc) in batch.docs.iter().enumerate() {
                     ids.write_record([
@@ -237,6 +252,7 @@ impl SignatureWriter {
                 mut ids,
                 rows,
                 slots,
+                bits,
             } => {
                 ids.flush().map_err(|cause| SketchError::Write {
                     path: ids_path,
@@ -247,11 +263,30 @@ impl SignatureWriter {
                     path: path.clone(),
                     cause,
                 })?;
+                let out = BufWriter::with_capacity(1 << 20, file);
+                if bits < 32 {
+                    use crate::kernel::bbit;
+                    let mut packed =
+                        Vec::with_capacity(rows as usize * bbit::words(num_perm, bits));
+                    for sig in slots.chunks(num_perm.max(1)) {
+                        bbit::pack(sig, bits, &mut packed);
+                    }
+                    let write = || -> std::io::Result<()> {
+                        let mut writer = npyz::WriteOptions::new()
+                            .default_dtype()
+                            .shape(&[rows, bbit::words(num_perm, bits) as u64])
+                            .writer(out)
+                            .begin_nd()?;
+                        writer.extend(packed)?;
+                        writer.finish()
+                    };
+                    return write().map_err(|cause| SketchError::Write { path, cause });
+                }
                 let write = || -> std::io::Result<()> {
                     let mut writer = npyz::WriteOptions::new()
                         .default_dtype()
                         .shape(&[rows, num_perm as u64])
-                        .writer(BufWriter::with_capacity(1 << 20, file))
+                        .writer(out)
                         .begin_nd()?;
                     writer.extend(slots)?;
                     writer.finish()

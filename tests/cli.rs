@@ -402,3 +402,89 @@ fn dedup_state_files_are_checked_and_refused_with_the_file_named() {
     assert!(err.contains(&format!("reading state {missing}: ")), "{err}");
     assert_eq!(err.matches("os error").count(), 1, "{err}");
 }
+
+/// `sketch --bits 8` to `.npy`: an n x ceil(k b / 64) uint64 array whose fields are the low 8 bits of the
+/// full-width signature; `--bits 3` is refused with a clear message; `dedup --bits 4` runs.
+#[test]
+fn sketch_bits_writes_packed_signatures() {
+    use lshbench::kernel::bbit;
+    let dir = tempfile::tempdir().unwrap();
+    let input = corpus(dir.path());
+    let full = dir.path().join("full.csv");
+    let packed = dir.path().join("packed.npy");
+    let run = |out: &Path, bits: &str| {
+        lshbench(
+            &[
+                "sketch",
+                "--input",
+                input.to_str().unwrap(),
+                "--kernel",
+                "superminhash",
+                "--num-perm",
+                "100",
+                "--bits",
+                bits,
+                "--output",
+                out.to_str().unwrap(),
+            ],
+            &[],
+        )
+    };
+    ok(&run(&full, "32"));
+    ok(&run(&packed, "8"));
+    let bytes = std::fs::read(&packed).unwrap();
+    let npy = npyz::NpyFile::new(bytes.as_slice()).unwrap();
+    assert_eq!(npy.shape(), &[302, 13]);
+    let words: Vec<u64> = npy.into_vec().unwrap();
+    let text = std::fs::read_to_string(&full).unwrap();
+    for (r, line) in text.lines().skip(1).enumerate() {
+        let row = &words[r * 13..(r + 1) * 13];
+        for (i, v) in line.split(',').skip(1).enumerate() {
+            let v: u32 = v.parse().unwrap();
+            assert_eq!(bbit::unpack_slot(row, 8, i), v & 0xff, "row {r} slot {i}");
+        }
+    }
+    let bad = run(&full, "3");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--bits 3"));
+    let pairs = dir.path().join("pairs.csv");
+    ok(&lshbench(
+        &[
+            "dedup",
+            "--input",
+            input.to_str().unwrap(),
+            "--bits",
+            "4",
+            "--threshold",
+            "0.5",
+            "--pairs",
+            pairs.to_str().unwrap(),
+        ],
+        &[],
+    ));
+    assert!(std::fs::read_to_string(&pairs).unwrap().lines().count() > 1);
+    // A state saved with 4-bit slots is refused by a run with 8-bit slots (the kernel name carries the width).
+    let state = dir.path().join("state.bin");
+    let dedup_bits = |bits: &str, flag: &str| {
+        lshbench(
+            &[
+                "dedup",
+                "--input",
+                input.to_str().unwrap(),
+                "--bits",
+                bits,
+                flag,
+                state.to_str().unwrap(),
+            ],
+            &[],
+        )
+    };
+    ok(&dedup_bits("4", "--save"));
+    let refused = dedup_bits("8", "--load");
+    assert!(!refused.status.success());
+    let msg = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        msg.contains("oph-opt/b4") && msg.contains("oph-opt/b8"),
+        "{msg}"
+    );
+}

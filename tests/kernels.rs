@@ -809,3 +809,79 @@ fn sign_text_equals_shingling_then_signing() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// b-bit slots (Li and König 2010).
+
+/// Every kernel cut to b bits: the corrected estimator (P - 2^-b)/(1 - 2^-b) is unbiased (mean within
+/// z s / sqrt(T) of J, s the sample deviation), and for classic MinHash, whose slots are independent, the MSE
+/// is the b-bit variance P(1-P)/(k(1-C)^2) (within z sqrt(2/T) of it). Fresh kernel seed per trial.
+#[test]
+fn b_bit_estimates_are_unbiased_with_the_predicted_variance() {
+    use lshbench::kernel::SketchFamily;
+    use lshbench::kernel::bbit::{self, BBit};
+    let k = 128;
+    let trials = 600;
+    for spec in KERNELS {
+        for bits in [1u32, 2, 4, 8, 16] {
+            for (s, shape) in [
+                PairShape::for_jaccard(1000, 0.5),
+                PairShape::for_jaccard(500, 0.2),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let j = shape.jaccard();
+                let mut src = PairSource::new(shape, ElementKind::Random, 900 + s as u64);
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                let (mut sa, mut sb) = (vec![0u32; k], vec![0u32; k]);
+                let est: Vec<f64> = (0..trials)
+                    .map(|t| {
+                        src.next_pair(&mut a, &mut b);
+                        let kern =
+                            BBit::wrap(make(spec.name, k, 31_000 + t as u64, None), bits).unwrap();
+                        kern.sign(&a, &mut sa);
+                        kern.sign(&b, &mut sb);
+                        assert!(sa.iter().all(|&v| v <= bbit::mask(bits)));
+                        kern.estimate(&sa, &sb)
+                    })
+                    .collect();
+                let (mean, var) = mean_var(&est);
+                let bound = Z_1E6 * (var / trials as f64).sqrt();
+                assert!(
+                    (mean - j).abs() <= bound,
+                    "{} b={bits} J={j:.2}: mean {mean:.4}, bound {bound:.4}",
+                    spec.name
+                );
+                if spec.family == SketchFamily::Classic {
+                    let want = bbit::variance(j, k, bits);
+                    let got = mse(&est, j);
+                    let bound = Z_1E6 * (2.0 / trials as f64).sqrt() * want;
+                    assert!(
+                        (got - want).abs() <= bound,
+                        "{} b={bits} J={j:.2}: MSE {got:.6}, predicted {want:.6} +- {bound:.6}",
+                        spec.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Without the correction, 1-bit slots overestimate J by about (1 - J)/2: the check above can fail.
+#[test]
+fn uncorrected_one_bit_estimates_are_biased() {
+    use lshbench::kernel::bbit::BBit;
+    let k = 256;
+    let shape = PairShape::for_jaccard(1000, 0.2);
+    let mut src = PairSource::new(shape, ElementKind::Random, 5);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut sa, mut sb) = (vec![0u32; k], vec![0u32; k]);
+    let kern = BBit::wrap(make("simd", k, 3, None), 1).unwrap();
+    src.next_pair(&mut a, &mut b);
+    kern.sign(&a, &mut sa);
+    kern.sign(&b, &mut sb);
+    let raw = kernel::fraction_equal(&sa, &sb);
+    assert!(raw > 0.45, "raw 1-bit agreement {raw:.3} at J = 0.2");
+    assert!((kern.estimate(&sa, &sb) - 0.2).abs() < 0.2);
+}

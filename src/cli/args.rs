@@ -52,6 +52,11 @@ impl KernelArgs {
     pub fn build(&self) -> Result<Box<dyn kernel::Kernel>, kernel::KernelError> {
         kernel::build(&self.kernel, &self.params())
     }
+
+    /// Builds the chosen kernel with its slots cut to `bits` bits (`--bits`; 32 keeps it as it is).
+    pub fn build_bits(&self, bits: u32) -> anyhow::Result<Box<dyn kernel::Kernel>> {
+        Ok(kernel::bbit::BBit::wrap(self.build()?, bits)?)
+    }
 }
 
 /// The shingle flags of `lshbench sketch` and friends. The seed comes from the kernel flags (`--seed`).

@@ -20,6 +20,10 @@ pub struct DedupArgs {
     /// The signature kernel, k, the seed and the instruction set.
     #[command(flatten)]
     pub kernel: KernelArgs,
+    /// Bits kept per slot: 1, 2, 4, 8, 16 or 32 (b-bit minwise hashing). Bands hash the b-bit values and the
+    /// estimate is corrected for chance agreement: (P - 2^-b) / (1 - 2^-b).
+    #[arg(long, default_value_t = 32)]
+    pub bits: u32,
     /// Number of bands b (with --rows). Without both, --threshold picks (b, r) by the default rule.
     #[arg(long)]
     pub bands: Option<usize>,
@@ -102,7 +106,7 @@ impl DedupArgs {
 /// Runs `lshbench dedup` on a pool of `--threads` workers: writes the outputs and prints the summary on stdout.
 pub fn run(args: &DedupArgs) -> anyhow::Result<()> {
     let pool = crate::exec::thread_pool(args.threads)?;
-    let kernel = args.kernel.build()?;
+    let kernel = args.kernel.build_bits(args.bits)?;
     let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
     let mut reader = args.reader.open()?;
     let bar = Bar::new("reading and signing");

@@ -22,6 +22,11 @@ pub struct SketchArgs {
     /// uint32, empty: bool). An empty document's row is all 4294967295.
     #[arg(long, short)]
     pub output: PathBuf,
+    /// Bits kept per slot: 1, 2, 4, 8, 16 or 32 (b-bit minwise hashing). Below 32, `.npy` holds an
+    /// n x ceil(k b / 64) uint64 array of packed signatures (slot i at bit (i b) mod 64 of word i b / 64) and
+    /// `.csv` the b-bit values.
+    #[arg(long, default_value_t = 32)]
+    pub bits: u32,
     /// Worker threads (default: every logical CPU). The output is identical for any value.
     #[arg(long)]
     pub threads: Option<usize>,
@@ -30,10 +35,10 @@ pub struct SketchArgs {
 /// Runs `lshbench sketch`: writes the signatures and prints the summary on stderr.
 pub fn run(args: &SketchArgs) -> anyhow::Result<()> {
     let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
-    let kernel = args.kernel.build()?;
+    let kernel = args.kernel.build_bits(args.bits)?;
     let pool = crate::exec::thread_pool(args.threads)?;
     let mut reader = args.reader.open()?;
-    let output = SignatureWriter::create(&args.output, kernel.num_perm())?;
+    let output = SignatureWriter::create_bits(&args.output, kernel.num_perm(), args.bits)?;
     let bar = Bar::new("sketching");
     let report = pool
         .install(|| crate::sketch::sketch(&mut reader, &shingler, kernel.as_ref(), output, &bar))?;

@@ -7,12 +7,15 @@
 //! window layer), so kernels and shinglers are siblings above the window stream. Vector code is reached only
 //! through the [`crate::arch::Dispatch`] a kernel was built with.
 
+pub mod bbit;
 pub mod bins;
+pub mod cminhash;
 pub mod family;
 pub mod fss;
 pub mod oph;
 pub mod scalar;
 pub mod simd;
+pub mod superminhash;
 pub mod variance;
 
 pub use crate::arch::Isa;
@@ -131,6 +134,14 @@ pub enum SketchFamily {
     /// Fast Similarity Sketching (Dahlgaard, Knudsen, Thorup 2017): collision probability J (up to ties), variance
     /// below classic MinHash's on small sets, in closed form ([`variance::rel_mse_fss`]).
     FastSimilarity,
+    /// SuperMinHash (Ertl 2017): each element's k values come from one random permutation of the slots, so the
+    /// slots are negatively correlated; collision probability J, relative MSE [`superminhash::alpha`] (below 1
+    /// on sets smaller than about k, tending to 1 - (k-1)/(u-1) on large ones), and no bin is ever empty.
+    SuperMinHash,
+    /// C-MinHash with σ and π (Li and Li 2022): k circulant shifts of one permutation. Collision probability J;
+    /// variance at most classic MinHash's, and equal to it up to window overlaps of probability about 2k/2^32
+    /// per element pair when positions are hashed to 32 bits (see `cminhash`), so relative MSE 1 is enforced.
+    Circulant,
 }
 
 impl SketchFamily {
@@ -145,6 +156,8 @@ impl SketchFamily {
                 "one-permutation hashing, rotation densification"
             }
             SketchFamily::FastSimilarity => "fast similarity sketching",
+            SketchFamily::SuperMinHash => "SuperMinHash",
+            SketchFamily::Circulant => "C-MinHash (circulant)",
         }
     }
 
@@ -153,14 +166,17 @@ impl SketchFamily {
     pub fn is_sparse(self, union: usize, k: usize) -> bool {
         match self {
             SketchFamily::OnePermutation(_) => variance::expected_empty_bins(union, k) >= 0.05,
-            SketchFamily::Classic | SketchFamily::FastSimilarity => false,
+            SketchFamily::Classic
+            | SketchFamily::FastSimilarity
+            | SketchFamily::SuperMinHash
+            | SketchFamily::Circulant => false,
         }
     }
 
     /// Whether the bands of a signature are independent given the pair (slots from independent hash
     /// functions), so that each band is its own Bernoulli(J^r) trial.
     pub fn independent_bands(self) -> bool {
-        matches!(self, SketchFamily::Classic)
+        matches!(self, SketchFamily::Classic | SketchFamily::Circulant)
     }
 
     /// The relative MSE (MSE / (J(1-J)/k)) this family's theory predicts at union size `union` and `k` slots
@@ -178,6 +194,8 @@ impl SketchFamily {
                 variance::rel_mse_oph_rotation(union, k)
             }
             SketchFamily::FastSimilarity => variance::rel_mse_fss(union, k),
+            SketchFamily::SuperMinHash => superminhash::alpha(union, k),
+            SketchFamily::Circulant => 1.0,
         })
     }
 
@@ -214,6 +232,8 @@ pub static KERNELS: &[KernelSpec] = &[
     oph::SPEC_OPT,
     oph::SPEC_ROT,
     fss::SPEC,
+    superminhash::SPEC,
+    cminhash::SPEC,
 ];
 
 /// The registry entry called `name`.
