@@ -2,8 +2,8 @@
 //! NPY or (feature `parquet`) Parquet (`lshbench sketch` is the command-line front end, in `cli::sketch`).
 //!
 //! Output order equals input order and the bytes written do not depend on the thread count (the work runs on the
-//! current rayon pool) or the instruction set. Memory holds one batch of text plus, for `.npy` only, the n x k
-//! signature matrix (NPY needs the row count in its header).
+//! current rayon pool) or the instruction set. Memory holds one batch of text plus, for `.npy`, the n x k
+//! signature matrix (NPY needs the row count in its header), and for `.parquet` at most one row group.
 
 use crate::arch::Isa;
 use crate::corpus::{CorpusReader, ReadError, ReadStats};

@@ -4,8 +4,9 @@
 //! at a time, so memory does not grow with the corpus.
 //!
 //! Counting rules (so that no document is ever dropped silently):
-//! - a *record* is a JSONL line that is not blank, a CSV/TSV row after the header, a text line, or a file of a
-//!   directory, or a row of a Parquet file; every record is either yielded as a document or rejected, and both are counted;
+//! - a *record* is a JSONL line that is not blank, a CSV/TSV row after the header, a text line, a file of a
+//!   directory or a row of a Parquet file; every record is either yielded as a document or rejected, and both
+//!   are counted;
 //! - a blank (empty or all-whitespace) JSONL line is not a record and counts nothing, so files ending in extra
 //!   newlines read cleanly; a blank line of a *text* corpus is an empty document (the text format has no
 //!   syntax to violate, and the empty document is then counted as empty downstream);
