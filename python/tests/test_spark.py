@@ -10,6 +10,7 @@ import csv
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -78,13 +79,14 @@ def cli_answer(tmp_path_factory):
     out = {}
     for verify in ("exact", "estimate"):
         d = tmp_path_factory.mktemp(f"cli-{verify}")
-        subprocess.run(
+        proc = subprocess.run(
             [binary, "dedup", "--input", str(ROOT / "data" / "spamassassin.jsonl.gz"), *BANDING,
              "--verify", verify, "--pairs", str(d / "p.csv"), "--clusters", str(d / "c.csv"),
              "--group-report", str(d / "g.csv")],
-            check=True, capture_output=True,
+            check=True, capture_output=True, text=True,
         )
-        out[verify] = (_csv(d / "p.csv"), _csv(d / "c.csv"), _csv(d / "g.csv"))
+        candidates = int(re.search(r"^candidates: (\d+) pairs", proc.stdout, re.M).group(1))
+        out[verify] = (_csv(d / "p.csv"), _csv(d / "c.csv"), _csv(d / "g.csv"), candidates)
     return out
 
 
@@ -96,7 +98,7 @@ def _groups_as_sets(cluster_rows):
 
 
 def _check_equal(result, cli_rows):
-    want_pairs, want_clusters, want_groups = cli_rows
+    want_pairs, want_clusters, want_groups, _ = cli_rows
     pairs = [r.asDict() for r in result.pairs.collect()]
     clusters = [r.asDict() for r in result.clusters.collect()]
     groups = [r.asDict() for r in result.groups.collect()]
@@ -141,6 +143,8 @@ def test_spark_dedup_equals_cli_dedup(spark, parquet_corpus, cli_answer, partiti
     )
     assert result.stats["documents"] == 6046
     assert result.stats["component_rounds"] >= 2
+    assert result.stats["candidates"] == cli_answer[verify][3]
+    assert result.stats["groups"] == len({r["group"] for r in cli_answer[verify][1]})
     _check_equal(result, cli_answer[verify])
 
 
@@ -154,7 +158,7 @@ def test_command_line_writes_the_cli_tables(parquet_corpus, cli_answer, tmp_path
         capture_output=True, text=True, env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    want_pairs, want_clusters, _ = cli_answer["exact"]
+    want_pairs, want_clusters, _, want_candidates = cli_answer["exact"]
     pairs = pq.read_table(out / "pairs.parquet")
     clusters = pq.read_table(out / "clusters.parquet")
     assert pairs.column_names == ["id_a", "id_b", "estimate", "jaccard", "verified_by"]
@@ -170,7 +174,8 @@ def test_command_line_writes_the_cli_tables(parquet_corpus, cli_answer, tmp_path
     assert [(r["group"], r["id"], r["center"]) for r in clusters.to_pylist()] == [
         (int(r["group"]), r["id"], r["center"]) for r in want_clusters
     ]
-    assert "verified (exact, similarity >= 0.5): 3525 pairs" in proc.stdout
+    assert f"candidates: {want_candidates} pairs" in proc.stdout
+    assert f"verified (exact, similarity >= 0.5): {len(want_pairs)} pairs" in proc.stdout
 
 
 def test_contradicting_threshold_is_refused_before_any_work(spark):
