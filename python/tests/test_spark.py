@@ -205,3 +205,26 @@ def test_components_on_a_long_chain_and_separate_pieces(spark):
     want = {i: 0 for i in range(40)} | {100: 100, 101: 100, 102: 100, 200: 200, 300: 200}
     assert got == want
     assert rounds >= 2
+
+
+def test_bucket_cap_and_max_candidates_as_the_cli(spark, cli_answer, tmp_path):
+    # Seven copies of one text (one class of identical banded slots, over a cap of 3: a star on its first
+    # document), two near-copies of another and a loner. The CLI's pairs are the reference.
+    base = "the quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat " * 3
+    other = "a completely different message about invoices, shipping dates and payment terms " * 3
+    texts = [base] * 4 + [other, other + " thanks"] + [base] * 3 + ["a loner with nothing in common at all"]
+    ids = [f"d{i}" for i in range(len(texts))]
+    src = tmp_path / "small.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in zip(ids, texts)))
+    binary = os.environ.get("LSHBENCH_BIN") or str(ROOT / "target" / "release" / "lshbench")
+    subprocess.run([binary, "dedup", "--input", str(src), *BANDING, "--bucket-cap", "3", "--pairs",
+                    str(tmp_path / "p.csv"), "--clusters", str(tmp_path / "c.csv")], check=True, capture_output=True)
+    df = spark.createDataFrame(list(zip(range(len(texts)), ids, texts)), "pos long, id string, text string")
+    result = lspark.dedup(df, position_column="pos", bands=42, rows=3, threshold=0.5, bucket_cap=3)
+    got = [(r["id_a"], r["id_b"]) for r in result.pairs.collect()]
+    want = [(r["id_a"], r["id_b"]) for r in _csv(tmp_path / "p.csv")]
+    assert got == want
+    assert ("d0", "d8") in got and ("d1", "d2") not in got  # a star on d0, not a clique
+    assert _groups_as_sets([r.asDict() for r in result.clusters.collect()]) == _groups_as_sets(_csv(tmp_path / "c.csv"))
+    with pytest.raises(ValueError, match="more than 5 candidate pairs"):
+        lspark.dedup(df, position_column="pos", bands=42, rows=3, max_candidates=5)
