@@ -331,7 +331,9 @@ def dedup(
                 f"column {column!r}: {nulls[what]} null value(s); every document needs a {what} "
                 "(drop or fill the nulls first)"
             )
-    base = _checkpoint(base, True)  # fixes the positions monotonically_increasing_id gives
+    if position_column is None:
+        # Fixes the positions monotonically_increasing_id gives (the texts are read again for verification).
+        base = _checkpoint(base, True)
 
     # 1. Signatures and band keys, per Arrow batch.
     sign_schema = "pos long, sig binary, cls binary, keys array<long>, empty boolean"

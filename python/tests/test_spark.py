@@ -228,3 +228,14 @@ def test_bucket_cap_and_max_candidates_as_the_cli(spark, cli_answer, tmp_path):
     assert _groups_as_sets([r.asDict() for r in result.clusters.collect()]) == _groups_as_sets(_csv(tmp_path / "c.csv"))
     with pytest.raises(ValueError, match="more than 5 candidate pairs"):
         lspark.dedup(df, position_column="pos", bands=42, rows=3, max_candidates=5)
+
+
+def test_default_positions_are_the_dataframe_order(spark):
+    # Without position_column the DataFrame's own order (partition, then row) decides orientation and numbering.
+    texts = ["near duplicate text about the weather today and tomorrow " * 4] * 2 + ["unrelated words " * 9]
+    rows = [(f"x{i}", t) for i, t in enumerate(texts)]
+    result = lspark.dedup(spark.createDataFrame(rows, "id string, text string").coalesce(1), bands=42, rows=3)
+    assert [(r["id_a"], r["id_b"], r["jaccard"]) for r in result.pairs.collect()] == [("x0", "x1", 1.0)]
+    assert [(r["group"], r["id"], r["center"], r["is_center"]) for r in result.clusters.collect()] == [
+        (0, "x0", "x0", True), (0, "x1", "x0", False)
+    ]
