@@ -143,6 +143,53 @@ impl Dispatch {
     }
 }
 
+/// The loop a vector kernel runs, chosen once from a [`Dispatch`]: the vector variants carry the token that
+/// lets the kernel call its `#[target_feature]` code without `unsafe`. Kernels with scalar, portable (`wide`),
+/// AVX2 and AVX-512 loops match on it.
+#[derive(Clone, Copy, Debug)]
+pub enum Loop {
+    /// The scalar reference.
+    Scalar,
+    /// The portable `wide` loop (every `--isa` between scalar and the x86 vector sets).
+    Portable,
+    /// The AVX2 loop.
+    #[cfg(target_arch = "x86_64")]
+    Avx2(Avx2),
+    /// The AVX-512 loop.
+    #[cfg(target_arch = "x86_64")]
+    Avx512(Avx512),
+}
+
+impl Loop {
+    /// The loop of a checked instruction set.
+    pub fn of(dispatch: Dispatch) -> Loop {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = dispatch.avx512() {
+            return Loop::Avx512(token);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = dispatch.avx2() {
+            return Loop::Avx2(token);
+        }
+        match dispatch.isa() {
+            Isa::Scalar => Loop::Scalar,
+            _ => Loop::Portable,
+        }
+    }
+
+    /// The instruction set this loop runs on.
+    pub fn isa(self) -> Isa {
+        match self {
+            Loop::Scalar => Isa::Scalar,
+            Loop::Portable => Isa::Portable,
+            #[cfg(target_arch = "x86_64")]
+            Loop::Avx2(_) => Isa::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Loop::Avx512(_) => Isa::Avx512,
+        }
+    }
+}
+
 /// Proof that this CPU runs AVX-512 F/DQ/BW/VL, POPCNT and BMI2: only [`Dispatch::avx512`] and
 /// [`Avx512::detect`] make one, after the check.
 #[derive(Clone, Copy, Debug)]

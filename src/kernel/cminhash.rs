@@ -19,7 +19,7 @@
 //! integer arithmetic, so every path gives the same bits.
 
 use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
-use crate::arch::Dispatch;
+use crate::arch::{Dispatch, Loop};
 use crate::hash::mix64;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
@@ -311,45 +311,6 @@ mod avx512 {
     ) {
         // SAFETY: the token proves AVX-512 F/DQ/BW/VL.
         unsafe { sign_avx512(offsets, seed, keys, out) }
-    }
-}
-
-/// The loop of one instruction set; the vector ones hold the token that proves the CPU runs them.
-#[derive(Clone, Copy, Debug)]
-enum Loop {
-    Scalar,
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2(crate::arch::Avx2),
-    #[cfg(target_arch = "x86_64")]
-    Avx512(crate::arch::Avx512),
-}
-
-impl Loop {
-    fn of(dispatch: Dispatch) -> Loop {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(token) = dispatch.avx512() {
-            return Loop::Avx512(token);
-        }
-        #[cfg(target_arch = "x86_64")]
-        if let Some(token) = dispatch.avx2() {
-            return Loop::Avx2(token);
-        }
-        match dispatch.isa() {
-            Isa::Scalar => Loop::Scalar,
-            _ => Loop::Portable,
-        }
-    }
-
-    fn isa(self) -> Isa {
-        match self {
-            Loop::Scalar => Isa::Scalar,
-            Loop::Portable => Isa::Portable,
-            #[cfg(target_arch = "x86_64")]
-            Loop::Avx2(_) => Isa::Avx2,
-            #[cfg(target_arch = "x86_64")]
-            Loop::Avx512(_) => Isa::Avx512,
-        }
     }
 }
 

@@ -16,7 +16,7 @@
 
 use super::family::Family;
 use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
-use crate::arch::Dispatch;
+use crate::arch::{Dispatch, Loop};
 use std::cell::RefCell;
 
 #[cfg(target_arch = "x86_64")]
@@ -137,54 +137,16 @@ unsafe fn block<V: Lanes, const U: usize>(p: &Params, first: usize, keys: &[u64]
     }
 }
 
-/// The vector loop of one instruction set; the vector ones hold the token that proves the CPU runs them.
-#[derive(Clone, Copy, Debug)]
-enum Loop {
-    Scalar,
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2(crate::arch::Avx2),
-    #[cfg(target_arch = "x86_64")]
-    Avx512(crate::arch::Avx512),
-}
-
-impl Loop {
-    /// The loop of a checked instruction set.
-    fn of(dispatch: Dispatch) -> Loop {
+/// Signs `keys` into `out` with the loop of `sign_loop`'s instruction set (the vector ones hold the token that
+/// proves the CPU runs them).
+fn sign_with(sign_loop: Loop, p: &Params, keys: &[u64], out: &mut [u32]) {
+    match sign_loop {
+        Loop::Scalar => scalar_loop(p, keys, out),
+        Loop::Portable => portable::sign(p, keys, out),
         #[cfg(target_arch = "x86_64")]
-        if let Some(token) = dispatch.avx512() {
-            return Loop::Avx512(token);
-        }
+        Loop::Avx2(token) => avx2::sign(token, p, keys, out),
         #[cfg(target_arch = "x86_64")]
-        if let Some(token) = dispatch.avx2() {
-            return Loop::Avx2(token);
-        }
-        match dispatch.isa() {
-            Isa::Scalar => Loop::Scalar,
-            _ => Loop::Portable,
-        }
-    }
-
-    fn isa(self) -> Isa {
-        match self {
-            Loop::Scalar => Isa::Scalar,
-            Loop::Portable => Isa::Portable,
-            #[cfg(target_arch = "x86_64")]
-            Loop::Avx2(_) => Isa::Avx2,
-            #[cfg(target_arch = "x86_64")]
-            Loop::Avx512(_) => Isa::Avx512,
-        }
-    }
-
-    fn sign(self, p: &Params, keys: &[u64], out: &mut [u32]) {
-        match self {
-            Loop::Scalar => scalar_loop(p, keys, out),
-            Loop::Portable => portable::sign(p, keys, out),
-            #[cfg(target_arch = "x86_64")]
-            Loop::Avx2(token) => avx2::sign(token, p, keys, out),
-            #[cfg(target_arch = "x86_64")]
-            Loop::Avx512(token) => avx512::sign(token, p, keys, out),
-        }
+        Loop::Avx512(token) => avx512::sign(token, p, keys, out),
     }
 }
 
@@ -338,7 +300,7 @@ impl Kernel for SimdMinHash {
         assert_eq!(out.len(), self.num_perm(), "output length must be num_perm");
         SCRATCH.with_borrow_mut(|(keys, table, all)| {
             distinct_keys(&self.family, ids, self.dispatch, keys, table, all);
-            self.sign_loop.sign(&self.params, keys, out);
+            sign_with(self.sign_loop, &self.params, keys, out);
         });
     }
 }
