@@ -20,11 +20,11 @@ use crate::lsh::cluster::{self, Edge, Group, GroupMode, GroupStats};
 use crate::lsh::index::{self, BandHasher, CandidateStats, TooManyCandidates};
 use crate::lsh::scurve::{Banding, BandingError, check_threshold};
 use crate::lsh::tune;
+use crate::output::{AtomicFile, OutputError};
 use crate::shingle::Shingler;
 use rayon::prelude::*;
 use state::{State, StateError, StateParams};
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -101,6 +101,9 @@ pub enum DedupError {
     /// A bucket cap below 2.
     #[error("--bucket-cap must be at least 2")]
     BucketCap,
+    /// A bucket cap above [`MAX_BUCKET_CAP`].
+    #[error("--bucket-cap {0} is above the limit {MAX_BUCKET_CAP}")]
+    BucketCapTooLarge(usize),
     /// The banding let through more candidate pairs than allowed.
     #[error("banding {} bands x {} rows: {cause}", banding.bands, banding.rows)]
     TooManyCandidates {
@@ -109,22 +112,9 @@ pub enum DedupError {
         /// The limit it crossed.
         cause: TooManyCandidates,
     },
-    /// An output file could not be created.
-    #[error("creating {}: {cause}", path.display())]
-    Create {
-        /// The file that could not be created.
-        path: PathBuf,
-        /// What the operating system said.
-        cause: io::Error,
-    },
-    /// Writing an output file failed part-way.
-    #[error("writing {}: {cause}", path.display())]
-    Write {
-        /// The file being written.
-        path: PathBuf,
-        /// What went wrong.
-        cause: io::Error,
-    },
+    /// An output file could not be created, written or renamed into place (the message names it).
+    #[error(transparent)]
+    Output(#[from] OutputError),
 }
 
 /// The banding a run uses and why.
@@ -250,6 +240,10 @@ pub const DEFAULT_MAX_CANDIDATES: u64 = 20_000_000;
 /// The default of [`DedupOptions::pair_budget`].
 pub const DEFAULT_PAIR_BUDGET: usize = 2000;
 
+/// The largest `--bucket-cap`: a bucket is enumerated as all its pairs up to the cap (cap^2 / 2 of them), so
+/// a larger cap would let one bucket exhaust memory.
+pub const MAX_BUCKET_CAP: usize = 100_000;
+
 /// A candidate pair after verification.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CheckedPair {
@@ -337,6 +331,9 @@ pub fn run(
     if options.bucket_cap < 2 {
         return Err(DedupError::BucketCap);
     }
+    if options.bucket_cap > MAX_BUCKET_CAP {
+        return Err(DedupError::BucketCapTooLarge(options.bucket_cap));
+    }
     #[cfg(not(feature = "parquet"))]
     {
         let o = &options.outputs;
@@ -345,13 +342,13 @@ pub fn run(
             .flatten()
             .find(|p| is_parquet(p))
         {
-            return Err(DedupError::Create {
+            return Err(DedupError::Output(OutputError::Create {
                 path: path.clone(),
                 cause: io::Error::new(
                     io::ErrorKind::Unsupported,
                     "Parquet output needs lshbench built with the cargo feature `parquet`",
                 ),
-            });
+            }));
         }
     }
     let params = StateParams::new(kernel, shingler, options.seed);
@@ -459,10 +456,7 @@ fn is_parquet(path: &Path) -> bool {
 fn write_table(path: &Path, which: Table, o: &DedupOutcome) -> Result<(), DedupError> {
     #[cfg(feature = "parquet")]
     if is_parquet(path) {
-        return parquet::write_table(path, which, o).map_err(|cause| DedupError::Write {
-            path: path.to_path_buf(),
-            cause,
-        });
+        return Ok(parquet::write_table(path, which, o)?);
     }
     write_file(path, |w| match which {
         Table::Pairs => write_pairs(w, o),
@@ -471,22 +465,13 @@ fn write_table(path: &Path, which: Table, o: &DedupOutcome) -> Result<(), DedupE
     })
 }
 
-/// Creates `path` and hands `write` a buffered writer on it; errors name the file.
+/// Writes `path` whole or not at all (a temporary name, renamed into place; [`crate::output`]); errors name
+/// the file.
 fn write_file(
     path: &Path,
-    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+    write: impl FnOnce(&mut AtomicFile) -> io::Result<()>,
 ) -> Result<(), DedupError> {
-    let file = File::create(path).map_err(|cause| DedupError::Create {
-        path: path.to_path_buf(),
-        cause,
-    })?;
-    let mut w = BufWriter::new(file);
-    write(&mut w)
-        .and_then(|()| w.flush())
-        .map_err(|cause| DedupError::Write {
-            path: path.to_path_buf(),
-            cause,
-        })
+    Ok(crate::output::write_atomic(path, write)?)
 }
 
 /// Documents in memory: ids, signatures and empty flags for all (loaded first), texts for the ones read now.

@@ -11,7 +11,7 @@ use crate::lsh::scurve::{BandingError, check_threshold};
 use crate::shingle::Shingler;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Intersection size of two sorted, deduplicated slices.
 pub fn intersection_size<T: Ord + Copy>(a: &[T], b: &[T]) -> usize {
@@ -244,22 +244,9 @@ pub enum ExactError {
     /// The threshold is outside (0, 1].
     #[error(transparent)]
     Threshold(#[from] BandingError),
-    /// The output file could not be created.
-    #[error("creating {}: {cause}", file.display())]
-    Create {
-        /// The file.
-        file: PathBuf,
-        /// The cause (in the message, not exposed as a source).
-        cause: csv::Error,
-    },
-    /// Writing the output file failed.
-    #[error("writing {}: {cause}", file.display())]
-    Write {
-        /// The file.
-        file: PathBuf,
-        /// The cause (in the message, not exposed as a source).
-        cause: csv::Error,
-    },
+    /// The output file could not be created, written or renamed into place (the message names it).
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
 }
 
 /// Writes pairs as CSV `id_a,id_b,jaccard` (J with 6 decimals), `ids` giving each position's id.
@@ -268,25 +255,18 @@ pub fn write_pairs_csv(
     ids: &[String],
     pairs: &[SimilarPair],
 ) -> Result<(), ExactError> {
-    let mut w = csv::Writer::from_path(path).map_err(|cause| ExactError::Create {
-        file: path.to_path_buf(),
-        cause,
+    crate::output::write_atomic(path, |out| {
+        let mut w = csv::Writer::from_writer(out);
+        w.write_record(["id_a", "id_b", "jaccard"])?;
+        for p in pairs {
+            w.write_record([
+                ids[p.a as usize].as_str(),
+                ids[p.b as usize].as_str(),
+                &format!("{:.6}", p.jaccard),
+            ])?;
+        }
+        w.flush()
     })?;
-    let failed = |cause| ExactError::Write {
-        file: path.to_path_buf(),
-        cause,
-    };
-    w.write_record(["id_a", "id_b", "jaccard"])
-        .map_err(failed)?;
-    for p in pairs {
-        w.write_record([
-            ids[p.a as usize].as_str(),
-            ids[p.b as usize].as_str(),
-            &format!("{:.6}", p.jaccard),
-        ])
-        .map_err(failed)?;
-    }
-    w.flush().map_err(|e| failed(e.into()))?;
     Ok(())
 }
 

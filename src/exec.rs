@@ -9,6 +9,9 @@ pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool, ThreadsE
     if threads == 0 {
         return Err(ThreadsError::Zero);
     }
+    if threads > MAX_THREADS {
+        return Err(ThreadsError::TooMany(threads));
+    }
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -23,12 +26,18 @@ pub fn with_threads<T: Send>(
     Ok(thread_pool(threads)?.install(f))
 }
 
+/// The most worker threads a pool is built with (each has its own stack and buffers).
+pub const MAX_THREADS: usize = 1024;
+
 /// Why a thread pool could not be had.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ThreadsError {
     #[error("--threads must be at least 1")]
     /// `--threads 0`.
     Zero,
+    #[error("--threads must be at most {MAX_THREADS}, got {0}")]
+    /// More threads than [`MAX_THREADS`].
+    TooMany(usize),
     #[error("cannot start the thread pool: {0}")]
     /// The operating system refused the threads.
     Build(String),

@@ -5,7 +5,7 @@
 //!
 //! | layer | modules | what |
 //! |---|---|---|
-//! | 0 | [`hash`], [`machine`] | mixers and their constants; the machine a result came from |
+//! | 0 | [`hash`], [`machine`], [`output`] | mixers and their constants; the machine a result came from; output files written whole (temporary name, then rename) |
 //! | 1 | [`arch`], [`exec`] | instruction-set detection, dispatch and tokens; the thread pool and the progress hook |
 //! | 2 | [`window`], [`corpus`] | the window stream and the one definition of a window's id; readers and generators |
 //! | 3 | [`shingle`], [`kernel`] | text to windows; ids to signatures (the registry) |
@@ -32,6 +32,7 @@ pub mod hash;
 pub mod kernel;
 pub mod lsh;
 pub mod machine;
+pub mod output;
 pub mod pipeline;
 pub mod shingle;
 pub mod sketch;

@@ -9,10 +9,10 @@ use crate::arch::Isa;
 use crate::corpus::{CorpusReader, ReadError, ReadStats};
 use crate::exec::Progress;
 use crate::kernel::Kernel;
+use crate::output::{AtomicFile, OutputError};
 use crate::pipeline::{SignedBatch, sketch_corpus};
 use crate::shingle::{ShingleKind, Shingler};
-use std::fs::File;
-use std::io::BufWriter;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -39,22 +39,9 @@ pub enum SketchError {
         /// The refused output path.
         path: PathBuf,
     },
-    /// An output file could not be created.
-    #[error("cannot create {}: {cause}", path.display())]
-    Create {
-        /// The file that could not be created.
-        path: PathBuf,
-        /// What the operating system said.
-        cause: std::io::Error,
-    },
-    /// Writing an output file failed part-way.
-    #[error("writing {}: {cause}", path.display())]
-    Write {
-        /// The file being written.
-        path: PathBuf,
-        /// What went wrong.
-        cause: std::io::Error,
-    },
+    /// An output file could not be created, written or renamed into place (the message names it).
+    #[error(transparent)]
+    Output(#[from] OutputError),
 }
 
 /// The file format of a [`SignatureWriter`], decided by the output's extension.
@@ -88,7 +75,7 @@ pub fn ids_path(npy: &Path) -> PathBuf {
     npy.with_extension("ids.csv")
 }
 
-type CsvOut = csv::Writer<BufWriter<File>>;
+type CsvOut = csv::Writer<AtomicFile>;
 
 enum Sink {
     Csv(CsvOut),
@@ -113,21 +100,25 @@ pub struct SignatureWriter {
 }
 
 fn csv_create(path: &Path) -> Result<CsvOut, SketchError> {
-    let file = File::create(path).map_err(|cause| SketchError::Create {
-        path: path.to_path_buf(),
-        cause,
-    })?;
-    Ok(csv::Writer::from_writer(BufWriter::with_capacity(
-        1 << 20,
-        file,
-    )))
+    Ok(csv::Writer::from_writer(AtomicFile::create(path)?))
 }
 
 fn write_err(path: &Path) -> impl Fn(csv::Error) -> SketchError + '_ {
-    |e| SketchError::Write {
-        path: path.to_path_buf(),
-        cause: e.into(),
+    |e| {
+        SketchError::Output(OutputError::Write {
+            path: path.to_path_buf(),
+            cause: e.into(),
+        })
     }
+}
+
+/// Flushes a CSV writer and renames its file into place.
+fn csv_commit(w: CsvOut, path: &Path) -> Result<(), SketchError> {
+    let file = w.into_inner().map_err(|e| OutputError::Write {
+        path: path.to_path_buf(),
+        cause: e.into_error(),
+    })?;
+    Ok(file.commit()?)
 }
 
 impl SignatureWriter {
@@ -169,14 +160,9 @@ impl SignatureWriter {
                 }
             }
             #[cfg(feature = "parquet")]
-            Some(SignatureFormat::Parquet) => Sink::Parquet(
-                parquet::ParquetSink::create(path, num_perm).map_err(|cause| {
-                    SketchError::Create {
-                        path: parquet::temporary_path(path),
-                        cause,
-                    }
-                })?,
-            ),
+            Some(SignatureFormat::Parquet) => {
+                Sink::Parquet(parquet::ParquetSink::create(path, num_perm)?)
+            }
             None => {
                 return Err(SketchError::Extension {
                     path: path.to_path_buf(),
@@ -232,7 +218,7 @@ impl SignatureWriter {
                 slots.extend_from_slice(&batch.signatures);
             }
             #[cfg(feature = "parquet")]
-            Sink::Parquet(sink) => sink.write(batch).map_err(|cause| SketchError::Write {
+            Sink::Parquet(sink) => sink.write(batch).map_err(|cause| OutputError::Write {
                 path: self.path.clone(),
                 cause,
             })?,
@@ -244,59 +230,49 @@ impl SignatureWriter {
     pub fn finish(self) -> Result<(), SketchError> {
         let (path, num_perm) = (self.path, self.num_perm);
         match self.sink {
-            Sink::Csv(mut w) => w
-                .flush()
-                .map_err(|cause| SketchError::Write { path, cause }),
+            Sink::Csv(w) => csv_commit(w, &path),
             Sink::Npy {
                 ids_path,
-                mut ids,
+                ids,
                 rows,
                 slots,
                 bits,
             } => {
-                ids.flush().map_err(|cause| SketchError::Write {
-                    path: ids_path,
-                    cause,
-                })?;
                 use npyz::WriterBuilder;
-                let file = File::create(&path).map_err(|cause| SketchError::Create {
-                    path: path.clone(),
-                    cause,
-                })?;
-                let out = BufWriter::with_capacity(1 << 20, file);
-                if bits < 32 {
-                    use crate::kernel::bbit;
-                    let mut packed =
-                        Vec::with_capacity(rows as usize * bbit::words(num_perm, bits));
-                    for sig in slots.chunks(num_perm.max(1)) {
-                        bbit::pack(sig, bits, &mut packed);
-                    }
-                    let write = || -> std::io::Result<()> {
+                let mut out = AtomicFile::create(&path)?;
+                let write = |out: &mut AtomicFile| -> std::io::Result<()> {
+                    if bits < 32 {
+                        use crate::kernel::bbit;
+                        let mut packed =
+                            Vec::with_capacity(rows as usize * bbit::words(num_perm, bits));
+                        for sig in slots.chunks(num_perm.max(1)) {
+                            bbit::pack(sig, bits, &mut packed);
+                        }
                         let mut writer = npyz::WriteOptions::new()
                             .default_dtype()
                             .shape(&[rows, bbit::words(num_perm, bits) as u64])
-                            .writer(out)
+                            .writer(&mut *out)
                             .begin_nd()?;
                         writer.extend(packed)?;
-                        writer.finish()
-                    };
-                    return write().map_err(|cause| SketchError::Write { path, cause });
-                }
-                let write = || -> std::io::Result<()> {
-                    let mut writer = npyz::WriteOptions::new()
-                        .default_dtype()
-                        .shape(&[rows, num_perm as u64])
-                        .writer(out)
-                        .begin_nd()?;
-                    writer.extend(slots)?;
-                    writer.finish()
+                        writer.finish()?;
+                    } else {
+                        let mut writer = npyz::WriteOptions::new()
+                            .default_dtype()
+                            .shape(&[rows, num_perm as u64])
+                            .writer(&mut *out)
+                            .begin_nd()?;
+                        writer.extend(slots)?;
+                        writer.finish()?;
+                    }
+                    out.flush()
                 };
-                write().map_err(|cause| SketchError::Write { path, cause })
+                write(&mut out).map_err(|cause| out.write_error(cause))?;
+                // The ids first, then the array: a reader that finds the array finds its ids too.
+                csv_commit(ids, &ids_path)?;
+                Ok(out.commit()?)
             }
             #[cfg(feature = "parquet")]
-            Sink::Parquet(sink) => sink
-                .finish(&path)
-                .map_err(|cause| SketchError::Write { path, cause }),
+            Sink::Parquet(sink) => Ok(sink.finish(&path)?),
         }
     }
 }

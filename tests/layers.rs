@@ -12,6 +12,7 @@ use std::path::Path;
 const LAYERS: &[(&str, u32)] = &[
     ("hash", 0),
     ("machine", 0),
+    ("output", 0),
     ("arch", 1),
     ("exec", 1),
     ("window", 2),

@@ -596,9 +596,14 @@ fn sketch_parquet_output_equals_the_csv_and_npy_outputs_and_ignores_the_thread_c
     let out = sketch(corpus_path, &pq, &["--threads", "2"]);
     ok(&out);
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("wrote {}", pq.display())));
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
     assert!(
-        !dir.path().join("s.parquet.tmp-lshbench").exists(),
-        "the temporary file was renamed into place"
+        left.is_empty(),
+        "the temporary file was renamed into place: {left:?}"
     );
 
     let batch = read_parquet(&pq);

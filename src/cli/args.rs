@@ -3,7 +3,56 @@
 use crate::corpus::{CorpusReader, InputFormat, OnError, ReadError, ReaderOptions};
 use crate::kernel::{self, Isa, KernelParams};
 use crate::shingle::{Normalization, ShingleKind, Shingler};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// Upper limits of the flags that size memory or work, beyond which a command stops with an error naming the
+/// flag (the README's "Bad input" section lists them with the library's: `--num-perm` at most
+/// [`kernel::MAX_NUM_PERM`], `--threads` at most [`crate::exec::MAX_THREADS`], `--bucket-cap` at most
+/// [`crate::dedup::MAX_BUCKET_CAP`]).
+pub mod limits {
+    /// `dedup --max-candidates`: candidate pairs held in memory (8 bytes each).
+    pub const MAX_CANDIDATES: u64 = 1_000_000_000;
+    /// `dedup --pair-budget`: member pairs examined per group.
+    pub const PAIR_BUDGET: usize = 1_000_000;
+    /// `gen --docs`.
+    pub const GEN_DOCS: usize = 100_000_000;
+    /// `gen --mean-len` (bytes).
+    pub const GEN_MEAN_LEN: usize = 10_000_000;
+    /// `gen --cluster-size` MAX.
+    pub const GEN_CLUSTER_SIZE: usize = 100_000;
+    /// `gen --max-moves`.
+    pub const GEN_MAX_MOVES: usize = 10_000;
+    /// `scurve --step`: the smallest step (10,001 table rows).
+    pub const SCURVE_MIN_STEP: f64 = 1e-4;
+    /// `tune --top`: rows printed.
+    pub const TUNE_TOP: usize = 100_000;
+}
+
+/// Fails with a message naming `flag` when `value` exceeds `max`.
+pub fn at_most<T: PartialOrd + std::fmt::Display>(
+    flag: &str,
+    value: T,
+    max: T,
+) -> anyhow::Result<()> {
+    if value > max {
+        anyhow::bail!("{flag} {value} is above the limit {max}");
+    }
+    Ok(())
+}
+
+/// Refuses, before anything is read, outputs that would overwrite an input or each other (see
+/// [`crate::output::check_outputs`]); `None` entries are flags not given.
+pub fn check_outputs(
+    inputs: &[(&str, Option<&Path>)],
+    outputs: &[(&str, Option<&Path>)],
+) -> anyhow::Result<()> {
+    crate::output::check_outputs(&given(inputs), &given(outputs))?;
+    Ok(())
+}
+
+fn given<'a>(list: &[(&'a str, Option<&'a Path>)]) -> Vec<(&'a str, &'a Path)> {
+    list.iter().filter_map(|&(f, p)| Some((f, p?))).collect()
+}
 
 /// The kernel flags shared by `lshbench sketch` and friends.
 #[derive(clap::Args, Clone, Debug)]
@@ -128,6 +177,10 @@ pub struct ReaderArgs {
     /// Reject records with invalid UTF-8 as malformed instead of replacing the bad bytes with U+FFFD.
     #[arg(long)]
     pub strict: bool,
+    /// The longest record (line, CSV row, file of a directory) in bytes after decompression; a longer one stops
+    /// the run (a guard against gzip bombs and files without newlines).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::corpus::DEFAULT_MAX_RECORD_BYTES)]
+    pub max_record_bytes: u64,
 }
 
 impl ReaderArgs {
@@ -141,6 +194,7 @@ impl ReaderArgs {
             text_column: self.text_column.clone(),
             on_error: self.on_error,
             strict_utf8: self.strict,
+            max_record_bytes: self.max_record_bytes,
         }
     }
 

@@ -105,6 +105,46 @@ impl DedupArgs {
 
 /// Runs `lshbench dedup` on a pool of `--threads` workers: writes the outputs and prints the summary on stdout.
 pub fn run(args: &DedupArgs) -> anyhow::Result<()> {
+    use crate::cli::args::{at_most, check_outputs, limits};
+    at_most(
+        "--max-candidates",
+        args.max_candidates,
+        limits::MAX_CANDIDATES,
+    )?;
+    at_most("--pair-budget", args.pair_budget, limits::PAIR_BUDGET)?;
+    // `--save` may name the `--load` file (the state is read whole before it is replaced), nothing else read.
+    let save_replaces_load = match (&args.save, &args.load) {
+        (Some(s), Some(l)) => crate::output::same_place(s, l),
+        _ => false,
+    };
+    check_outputs(
+        &[
+            ("--input", Some(&args.reader.input)),
+            (
+                "--load",
+                args.load.as_deref().filter(|_| !save_replaces_load),
+            ),
+        ],
+        &[
+            ("--pairs", args.pairs.as_deref()),
+            ("--clusters", args.clusters.as_deref()),
+            ("--group-report", args.group_report.as_deref()),
+            ("--kept", args.kept.as_deref()),
+            ("--save", args.save.as_deref()),
+        ],
+    )?;
+    if save_replaces_load {
+        // The other outputs still may not overwrite the state being loaded.
+        check_outputs(
+            &[("--load", args.load.as_deref())],
+            &[
+                ("--pairs", args.pairs.as_deref()),
+                ("--clusters", args.clusters.as_deref()),
+                ("--group-report", args.group_report.as_deref()),
+                ("--kept", args.kept.as_deref()),
+            ],
+        )?;
+    }
     let pool = crate::exec::thread_pool(args.threads)?;
     let kernel = args.kernel.build_bits(args.bits)?;
     let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;

@@ -33,6 +33,10 @@ pub fn run(args: &ExactArgs) -> anyhow::Result<()> {
 
 fn run_on_pool(args: &ExactArgs) -> anyhow::Result<()> {
     let t = check_threshold(args.threshold)?;
+    super::args::check_outputs(
+        &[("--input", Some(&args.reader.input))],
+        &[("--output", Some(&args.output))],
+    )?;
     let t0 = std::time::Instant::now();
     let shingler = args.shingle.shingler(args.seed, None)?;
     let mut corpus = args.reader.open()?;

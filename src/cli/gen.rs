@@ -118,10 +118,26 @@ impl GenArgs {
 
 /// Runs `lshbench gen`: writes the corpus and its truth, then a two-line summary on stderr.
 pub fn run(args: &GenArgs) -> anyhow::Result<()> {
+    use super::args::{at_most, limits};
     let config = args.config();
     config.validate()?;
+    at_most("--docs", args.docs, limits::GEN_DOCS)?;
+    at_most("--mean-len", args.mean_len, limits::GEN_MEAN_LEN)?;
+    at_most(
+        "--cluster-size MAX",
+        args.cluster_size.1,
+        limits::GEN_CLUSTER_SIZE,
+    )?;
+    at_most("--max-moves", args.max_moves, limits::GEN_MAX_MOVES)?;
     let threads = (args.threads != 0).then_some(args.threads);
     let truth_path = args.truth_path();
+    super::args::check_outputs(
+        &[],
+        &[
+            ("--output", Some(&args.output)),
+            ("--truth", Some(&truth_path)),
+        ],
+    )?;
     let bar = super::term::Bar::new("generating");
     let started = std::time::Instant::now();
     let written = crate::exec::with_threads(threads, || {

@@ -37,6 +37,21 @@ impl ScurveArgs {
 
 /// Runs `lshbench scurve`: prints the table.
 pub fn run(args: &ScurveArgs) -> anyhow::Result<()> {
+    use super::args::{at_most, limits};
+    use crate::kernel::MAX_NUM_PERM;
+    at_most("--bands", args.bands, MAX_NUM_PERM)?;
+    at_most("--rows", args.rows, MAX_NUM_PERM)?;
+    at_most("--num-perm", args.num_perm.unwrap_or(0), MAX_NUM_PERM)?;
+    if args.step < limits::SCURVE_MIN_STEP {
+        anyhow::bail!(
+            "--step {} is below the limit {} (the table would have more than 10,001 rows)",
+            args.step,
+            limits::SCURVE_MIN_STEP
+        );
+    }
+    if let Some(p) = args.crossings.iter().find(|p| !(0.0..=1.0).contains(*p)) {
+        anyhow::bail!("--crossings: {p} is not a probability in [0, 1]");
+    }
     print!("{}", args.options().report()?);
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! `lshbench sketch`: flags, thread pool, progress bar and summary around [`crate::sketch::sketch`].
 
-use crate::cli::args::{KernelArgs, ReaderArgs, ShingleArgs};
+use crate::cli::args::{KernelArgs, ReaderArgs, ShingleArgs, check_outputs};
 use crate::cli::term::Bar;
 use crate::sketch::SignatureWriter;
 use std::path::PathBuf;
@@ -34,6 +34,16 @@ pub struct SketchArgs {
 
 /// Runs `lshbench sketch`: writes the signatures and prints the summary on stderr.
 pub fn run(args: &SketchArgs) -> anyhow::Result<()> {
+    let ids = crate::sketch::ids_path(&args.output);
+    let npy = crate::sketch::SignatureFormat::of(&args.output)
+        == Some(crate::sketch::SignatureFormat::Npy);
+    check_outputs(
+        &[("--input", Some(&args.reader.input))],
+        &[
+            ("--output", Some(&args.output)),
+            ("--output's ids file", npy.then_some(ids.as_path())),
+        ],
+    )?;
     let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
     let kernel = args.kernel.build_bits(args.bits)?;
     let pool = crate::exec::thread_pool(args.threads)?;

@@ -80,6 +80,9 @@ impl TuneArgs {
 
 /// Runs `lshbench tune`: prints the tuning table.
 pub fn run(args: &TuneArgs) -> anyhow::Result<()> {
+    use super::args::{at_most, limits};
+    at_most("--num-perm", args.num_perm, crate::kernel::MAX_NUM_PERM)?;
+    at_most("--top", args.top, limits::TUNE_TOP)?;
     let options = args.options();
     options.validate()?;
     if args.method == TuneMethod::Targets && args.threshold.is_some() {

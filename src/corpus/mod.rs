@@ -8,5 +8,6 @@ pub mod reader;
 pub mod synth;
 
 pub use reader::{
-    CorpusReader, Document, InputFormat, OnError, ReadError, ReadStats, ReaderOptions,
+    CorpusReader, DEFAULT_MAX_RECORD_BYTES, Document, InputFormat, OnError, ReadError, ReadStats,
+    ReaderOptions,
 };

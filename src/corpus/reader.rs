@@ -81,7 +81,13 @@ pub struct ReaderOptions {
     pub on_error: OnError,
     /// Reject invalid UTF-8 instead of replacing it with U+FFFD.
     pub strict_utf8: bool,
+    /// The longest record (a line, a CSV row, a file of a directory), in bytes after decompression: a longer
+    /// one stops the run, so a gzip bomb or a file without newlines cannot exhaust memory.
+    pub max_record_bytes: u64,
 }
+
+/// The default [`ReaderOptions::max_record_bytes`]: 1 GiB.
+pub const DEFAULT_MAX_RECORD_BYTES: u64 = 1 << 30;
 
 impl Default for ReaderOptions {
     fn default() -> Self {
@@ -93,6 +99,7 @@ impl Default for ReaderOptions {
             text_column: None,
             on_error: OnError::Fail,
             strict_utf8: false,
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
         }
     }
 }
@@ -145,6 +152,9 @@ pub struct ReadStats {
     pub utf8_replaced: u64,
     /// The first rejection messages (at most 20), for the run summary.
     pub first_rejections: Vec<String>,
+    /// Documents whose id (from the id field or column) equals an earlier document's. They are kept and
+    /// counted, never dropped: outputs then carry the id more than once.
+    pub duplicate_ids: u64,
 }
 
 /// How many rejection messages [`ReadStats`] keeps.
@@ -153,11 +163,19 @@ pub const MAX_KEPT_REJECTIONS: usize = 20;
 impl ReadStats {
     /// One line for a run summary, e.g.
     /// `read 6046 records: 6046 documents, 0 rejected, 0 with invalid UTF-8 replaced`.
+    /// `, N duplicate ids` is added when some id repeats.
     pub fn summary_line(&self) -> String {
-        format!(
+        let mut line = format!(
             "read {} records: {} documents, {} rejected, {} with invalid UTF-8 replaced",
             self.records, self.documents, self.rejected, self.utf8_replaced
-        )
+        );
+        if self.duplicate_ids > 0 {
+            line.push_str(&format!(
+                ", {} duplicate ids (kept; outputs repeat them)",
+                self.duplicate_ids
+            ));
+        }
+        line
     }
 
     /// The summary line followed by the kept rejection messages, one per indented line, and a note when more
@@ -199,7 +217,11 @@ fn open_source(path: &Path) -> Result<Source, ReadError> {
     if gzip {
         // MultiGzDecoder: concatenated gzip members (as `cat a.gz b.gz` or bgzip produce) are one stream.
         let dec = flate2::bufread::MultiGzDecoder::new(raw);
-        Ok(Box::new(BufReader::with_capacity(TEXT_BUF, dec)))
+        let mut src = BufReader::with_capacity(TEXT_BUF, dec);
+        refuse_utf16(src.fill_buf().map_err(io_err)?).map_err(io_err)?;
+        Ok(Box::new(src))
+    } else if let Err(e) = refuse_utf16(head) {
+        Err(io_err(e))
     } else if has_gz_extension(path) && !head.is_empty() {
         Err(io_err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -208,6 +230,17 @@ fn open_source(path: &Path) -> Result<Source, ReadError> {
     } else {
         Ok(Box::new(raw))
     }
+}
+
+/// A UTF-16 byte-order mark at the start: the text is not UTF-8 and would be read as garbage.
+fn refuse_utf16(head: &[u8]) -> std::io::Result<()> {
+    if head.starts_with(&[0xFF, 0xFE]) || head.starts_with(&[0xFE, 0xFF]) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the text is UTF-16 (it starts with a UTF-16 byte-order mark); lshbench reads UTF-8: convert it first",
+        ));
+    }
+    Ok(())
 }
 
 fn has_gz_extension(path: &Path) -> bool {
@@ -302,6 +335,8 @@ pub struct CorpusReader {
     inner: Inner,
     stats: ReadStats,
     done: bool,
+    /// xxh3 hashes of the explicit ids seen so far, to count duplicates.
+    seen_ids: rustc_hash::FxHashSet<u64>,
 }
 
 impl CorpusReader {
@@ -361,6 +396,7 @@ impl CorpusReader {
             inner,
             stats: ReadStats::default(),
             done: false,
+            seen_ids: Default::default(),
         })
     }
 
@@ -385,17 +421,29 @@ impl CorpusReader {
                 json,
             } => loop {
                 buf.clear();
-                let n = src.read_until(b'\n', buf).map_err(|cause| ReadError::Io {
-                    file: self.path.clone(),
-                    cause,
-                })?;
+                let limit = options.max_record_bytes;
+                let n = src
+                    .by_ref()
+                    .take(limit.saturating_add(1))
+                    .read_until(b'\n', buf)
+                    .map_err(|cause| ReadError::Io {
+                        file: self.path.clone(),
+                        cause,
+                    })?;
                 if n == 0 {
                     return Ok(None);
                 }
                 *line += 1;
+                if n as u64 > limit && buf.last() != Some(&b'\n') {
+                    return Err(too_long(&self.path, *line, limit));
+                }
                 let mut bytes: &[u8] = buf;
                 if let Some(rest) = bytes.strip_suffix(b"\n") {
                     bytes = rest.strip_suffix(b"\r").unwrap_or(rest);
+                }
+                if *line == 1 {
+                    // A UTF-8 byte-order mark, as editors on Windows write, is not part of the first record.
+                    bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
                 }
                 if *json {
                     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -425,6 +473,12 @@ impl CorpusReader {
                 else {
                     return Ok(None);
                 };
+                if rows.too_long || rows.fields_len() as u64 > options.max_record_bytes {
+                    return Err(too_long(&self.path, line, options.max_record_bytes));
+                }
+                if rows.unterminated {
+                    return Ok(Some(Err(Bad::new(line, "", unterminated_reason()))));
+                }
                 if rows.len() != *width {
                     return Ok(Some(Err(Bad::new(
                         line,
@@ -472,12 +526,17 @@ impl CorpusReader {
                 };
                 let full = root.join(&rel);
                 buf.clear();
+                let limit = options.max_record_bytes;
                 open_source(&full)?
+                    .take(limit.saturating_add(1))
                     .read_to_end(buf)
                     .map_err(|cause| ReadError::Io {
                         file: full.clone(),
                         cause,
                     })?;
+                if buf.len() as u64 > limit {
+                    return Err(too_long(&full, 1, limit));
+                }
                 // Ids use '/' whatever the platform, so they are the same everywhere.
                 let id = rel
                     .components()
@@ -530,6 +589,15 @@ impl Iterator for CorpusReader {
                 Ok(Some(Ok(parsed))) => {
                     let stats = &mut self.stats;
                     stats.records += 1;
+                    // Directory ids are paths, unique by construction.
+                    if let Some(id) = &parsed.id
+                        && !matches!(self.inner, Inner::Dir { .. })
+                        && !self
+                            .seen_ids
+                            .insert(xxhash_rust::xxh3::xxh3_64(id.as_bytes()))
+                    {
+                        stats.duplicate_ids += 1;
+                    }
                     stats.utf8_replaced += parsed.replaced as u64;
                     let doc = Document {
                         index: stats.documents,
@@ -810,6 +878,41 @@ struct RowReader {
     len: usize,
     /// Newlines consumed so far, so the next unread byte sits on line `newlines + 1`.
     newlines: u64,
+    /// The current row's raw bytes, kept to tell a row ended by the end of the file from an unterminated
+    /// quoted field (which `csv_core` also ends at the end of the file).
+    raw: Vec<u8>,
+    delimiter: u8,
+    /// The current row ended at the end of the file inside a quoted field.
+    unterminated: bool,
+    /// The most field bytes a row may hold; a longer row stops reading with `too_long` set.
+    max_bytes: u64,
+    too_long: bool,
+}
+
+/// Whether `raw` (one row's bytes, ended by the end of the file) leaves a quoted field open, by RFC 4180 as
+/// `csv_core` reads it: a quote opens a quoted field only at the start of a field, `""` inside one is a quote,
+/// and a lone quote closes it.
+fn quote_left_open(raw: &[u8], delimiter: u8) -> bool {
+    #[derive(Clone, Copy, PartialEq)]
+    enum S {
+        FieldStart,
+        Unquoted,
+        Quoted,
+        QuoteInQuoted,
+    }
+    let mut state = S::FieldStart;
+    for &b in raw {
+        state = match (state, b) {
+            (S::FieldStart, b'"') => S::Quoted,
+            (S::Quoted, b'"') => S::QuoteInQuoted,
+            (S::Quoted, _) => S::Quoted,
+            (S::QuoteInQuoted, b'"') => S::Quoted,
+            (_, b'\n' | b'\r') => S::FieldStart,
+            (_, d) if d == delimiter => S::FieldStart,
+            _ => S::Unquoted,
+        };
+    }
+    state == S::Quoted
 }
 
 impl RowReader {
@@ -821,11 +924,17 @@ impl RowReader {
             ends: vec![0; 64],
             len: 0,
             newlines: 0,
+            raw: Vec::new(),
+            delimiter,
+            unterminated: false,
+            max_bytes: DEFAULT_MAX_RECORD_BYTES,
+            too_long: false,
         }
     }
 
     /// Reads the next row, returning the 1-based line it starts on, or `None` at the end of the input.
-    /// Blank lines between rows are skipped, as `csv_core` would skip them too.
+    /// Blank lines between rows are skipped, as `csv_core` would skip them too. A row that ends at the end of
+    /// the file inside a quoted field sets `unterminated`.
     fn next_row(&mut self) -> std::io::Result<Option<u64>> {
         loop {
             let input = self.src.fill_buf()?;
@@ -845,12 +954,15 @@ impl RowReader {
         }
         let start = self.newlines + 1;
         let (mut nout, mut nend) = (0, 0);
+        self.raw.clear();
         loop {
             let input = self.src.fill_buf()?;
+            let at_end = input.is_empty();
             let (res, nin, out, end) =
                 self.core
                     .read_record(input, &mut self.fields[nout..], &mut self.ends[nend..]);
             self.newlines += memchr::memchr_iter(b'\n', &input[..nin]).count() as u64;
+            self.raw.extend_from_slice(&input[..nin]);
             self.src.consume(nin);
             nout += out;
             nend += end;
@@ -858,6 +970,10 @@ impl RowReader {
                 csv_core::ReadRecordResult::InputEmpty => {}
                 csv_core::ReadRecordResult::OutputFull => {
                     let n = self.fields.len();
+                    if n as u64 > self.max_bytes {
+                        self.too_long = true;
+                        return Ok(Some(start));
+                    }
                     self.fields.resize(n * 2, 0);
                 }
                 csv_core::ReadRecordResult::OutputEndsFull => {
@@ -865,11 +981,21 @@ impl RowReader {
                     self.ends.resize(n * 2, 0);
                 }
                 csv_core::ReadRecordResult::Record => {
+                    self.unterminated = at_end && quote_left_open(&self.raw, self.delimiter);
                     self.len = nend;
                     return Ok(Some(start));
                 }
                 csv_core::ReadRecordResult::End => return Ok(None),
             }
+        }
+    }
+
+    /// Bytes of field data in the current row.
+    fn fields_len(&self) -> usize {
+        if self.len == 0 {
+            0
+        } else {
+            self.ends[self.len - 1]
         }
     }
 
@@ -884,6 +1010,20 @@ impl RowReader {
     }
 }
 
+/// A record longer than `--max-record-bytes` (always stops the run: the rest of it is not read).
+fn too_long(file: &Path, line: u64, limit: u64) -> ReadError {
+    ReadError::Malformed {
+        file: file.to_path_buf(),
+        line,
+        field: String::new(),
+        reason: format!("record longer than {limit} bytes (the limit, --max-record-bytes)"),
+    }
+}
+
+fn unterminated_reason() -> String {
+    "unterminated quote: a quoted field is still open at the end of the file".into()
+}
+
 fn open_delimited(
     path: &Path,
     src: Source,
@@ -891,6 +1031,7 @@ fn open_delimited(
     options: &ReaderOptions,
 ) -> Result<Inner, ReadError> {
     let mut rows = RowReader::new(src, delimiter);
+    rows.max_bytes = options.max_record_bytes;
     let header_line = rows
         .next_row()
         .map_err(|cause| ReadError::Io {
@@ -903,6 +1044,17 @@ fn open_delimited(
             field: String::new(),
             reason: "empty file: expected a header row".into(),
         })?;
+    if rows.too_long {
+        return Err(too_long(path, header_line, options.max_record_bytes));
+    }
+    if rows.unterminated {
+        return Err(ReadError::Malformed {
+            file: path.to_path_buf(),
+            line: header_line,
+            field: String::new(),
+            reason: format!("header row: {}", unterminated_reason()),
+        });
+    }
     // `csv_core` strips a leading UTF-8 byte-order mark, which spreadsheet exports often write.
     let header: Vec<String> = (0..rows.len())
         .map(|i| String::from_utf8_lossy(rows.field(i)).into_owned())
@@ -933,7 +1085,8 @@ fn open_delimited(
 // Directories
 
 /// Collects the regular files under `root/rel` (recursively). Symbolic links to files are followed; links to
-/// directories are not, so a link cycle cannot make the walk endless.
+/// directories are not, so a link cycle cannot make the walk endless; a link that resolves to nothing (dangling,
+/// or a loop of links) is an error naming it. Devices, FIFOs and sockets are not documents and are passed over.
 fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
     let dir = root.join(rel);
     let io_err = |cause| ReadError::Io {
@@ -946,8 +1099,21 @@ fn walk(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError
         let child = rel.join(entry.file_name());
         if kind.is_dir() {
             walk(root, &child, out)?;
-        } else if kind.is_file() || (kind.is_symlink() && entry.path().is_file()) {
+        } else if kind.is_file() {
             out.push(child);
+        } else if kind.is_symlink() {
+            // A link to a file is a document; a link to a directory is not followed; a dangling link or a link
+            // loop is an error, not a silently dropped document.
+            match std::fs::metadata(entry.path()) {
+                Ok(meta) if meta.is_file() => out.push(child),
+                Ok(_) => {}
+                Err(cause) => {
+                    return Err(ReadError::Io {
+                        file: entry.path(),
+                        cause,
+                    });
+                }
+            }
         }
     }
     Ok(())

@@ -192,22 +192,9 @@ pub enum GenError {
     /// Writing to the caller's stream failed ([`write_corpus`]).
     #[error("{0}")]
     Stream(std::io::Error),
-    /// A file could not be created.
-    #[error("creating {}: {cause}", file.display())]
-    Create {
-        /// The file.
-        file: PathBuf,
-        /// The cause (in the message, not exposed as a source).
-        cause: std::io::Error,
-    },
-    /// Writing a file failed.
-    #[error("writing {}: {cause}", file.display())]
-    Write {
-        /// The file.
-        file: PathBuf,
-        /// The cause (in the message, not exposed as a source).
-        cause: std::io::Error,
-    },
+    /// A file could not be created, written or renamed into place (the message names it).
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1178,22 +1165,15 @@ pub struct GenReport {
     pub truth: Truth,
 }
 
-/// Creates `path` and writes it through a buffer with `write`, naming the file in any error.
+/// Writes `path` whole or not at all ([`crate::output::AtomicFile`]: a temporary name, renamed into place),
+/// naming the file in any error.
 fn write_file<T>(
     path: &Path,
     write: impl FnOnce(&mut (dyn Write + Send)) -> std::io::Result<T>,
 ) -> Result<T, GenError> {
-    let file = std::fs::File::create(path).map_err(|cause| GenError::Create {
-        file: path.to_path_buf(),
-        cause,
-    })?;
-    let failed = |cause| GenError::Write {
-        file: path.to_path_buf(),
-        cause,
-    };
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let value = write(&mut out).map_err(failed)?;
-    out.flush().map_err(failed)?;
+    let mut out = crate::output::AtomicFile::create(path)?;
+    let value = write(&mut out).map_err(|cause| out.write_error(cause))?;
+    out.commit()?;
     Ok(value)
 }
 

@@ -167,7 +167,11 @@ pub fn group_report_batch(o: &DedupOutcome) -> RecordBatch {
 }
 
 /// Writes `which` table of `o` to `path` as Parquet (temporary name, then renamed into place).
-pub(super) fn write_table(path: &Path, which: Table, o: &DedupOutcome) -> std::io::Result<()> {
+pub(super) fn write_table(
+    path: &Path,
+    which: Table,
+    o: &DedupOutcome,
+) -> Result<(), crate::output::OutputError> {
     let batch = match which {
         Table::Pairs => pairs_batch(o),
         Table::Clusters => clusters_batch(o),

@@ -35,6 +35,12 @@ pub enum StateError {
         /// What the operating system said.
         cause: std::io::Error,
     },
+    /// The path is a directory, device or FIFO.
+    #[error("reading state {}: not a regular file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
     /// The file does not start with the state magic bytes.
     #[error("{} is not an lshbench state file (bad magic bytes)", path.display())]
     NotState {
@@ -77,6 +83,14 @@ pub enum StateError {
         /// Where the bad bytes are.
         cause: std::str::Utf8Error,
     },
+    /// The header announces sizes the file cannot hold (checked before anything is allocated).
+    #[error("{}: the header does not match the file: {what}", path.display())]
+    LyingHeader {
+        /// The state file.
+        path: PathBuf,
+        /// Which size is impossible.
+        what: String,
+    },
     /// The header announces more signature slots than this machine can address.
     #[error("size overflow")]
     SizeOverflow,
@@ -107,22 +121,9 @@ pub enum StateError {
         /// The conversion's complaint.
         cause: std::num::TryFromIntError,
     },
-    /// The state file (or its temporary twin) could not be created.
-    #[error("creating {}: {cause}", path.display())]
-    Create {
-        /// The file that could not be created.
-        path: PathBuf,
-        /// What the operating system said.
-        cause: std::io::Error,
-    },
-    /// Writing the state failed part-way (the temporary file is left behind, the target is untouched).
-    #[error("writing {}: {cause}", path.display())]
-    Write {
-        /// The file being written.
-        path: PathBuf,
-        /// What the operating system said.
-        cause: std::io::Error,
-    },
+    /// The state file could not be created, written or renamed into place (the message names it).
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
 }
 
 /// What made the signatures. A state is only usable by a run with the same values.
@@ -193,13 +194,21 @@ impl State {
     /// Reads a state file, checking its magic bytes, version and checksum.
     pub fn load(path: &Path) -> Result<State, StateError> {
         let file = || path.to_path_buf();
+        let read_err = |cause| StateError::Read {
+            path: file(),
+            cause,
+        };
+        let mut f = std::fs::File::open(path).map_err(read_err)?;
+        // Only a regular file: its length bounds what is read (a FIFO or /dev/zero would not end).
+        let len = f.metadata().map_err(read_err)?;
+        if !len.is_file() {
+            return Err(StateError::NotAFile { path: file() });
+        }
         let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .map_err(|cause| StateError::Read {
-                path: file(),
-                cause,
-            })?;
+        (&mut f)
+            .take(len.len())
+            .read_to_end(&mut bytes)
+            .map_err(read_err)?;
         if bytes.len() < 16 + 8 + 8 || &bytes[..16] != MAGIC {
             return Err(StateError::NotState { path: file() });
         }
@@ -228,6 +237,27 @@ impl State {
             })?;
         let n = usize::try_from(header.documents).map_err(|_| StateError::SizeOverflow)?;
         let k = header.params.num_perm;
+        if k == 0 || k > crate::kernel::MAX_NUM_PERM {
+            return Err(StateError::LyingHeader {
+                path: file(),
+                what: format!(
+                    "num_perm {k} is outside 1..={}",
+                    crate::kernel::MAX_NUM_PERM
+                ),
+            });
+        }
+        // Every size is checked against the bytes left before anything is allocated: a document takes at
+        // least 4 (id length) + 1 (empty flag) + 4k (slots) bytes.
+        let left = (body.len() - cur.pos) as u128;
+        let least = n as u128 * (5 + 4 * k as u128);
+        if least > left {
+            return Err(StateError::LyingHeader {
+                path: file(),
+                what: format!(
+                    "{n} documents of {k} slots need at least {least} bytes, but only {left} follow the header"
+                ),
+            });
+        }
         let mut ids = Vec::with_capacity(n);
         for _ in 0..n {
             let len = cur.u32()? as usize;
@@ -349,17 +379,11 @@ pub fn save_parts(
         written_by: format!("lshbench {}", env!("CARGO_PKG_VERSION")),
     })
     .expect("a header of strings, numbers and booleans serialises");
-    let tmp = path.with_extension("tmp-lshbench");
-    let file = std::fs::File::create(&tmp).map_err(|cause| StateError::Create {
-        path: tmp.clone(),
-        cause,
-    })?;
-    let write = || -> std::io::Result<()> {
-        let mut f = std::io::BufWriter::with_capacity(1 << 20, file);
+    Ok(crate::output::write_atomic(path, |f| {
         f.write_all(MAGIC)?;
         // Everything from the version on goes through the hasher as well as to the file.
         let mut body = Hashed {
-            out: &mut f,
+            out: &mut *f,
             hasher: xxhash_rust::xxh3::Xxh3::new(),
         };
         body.write_all(&VERSION.to_le_bytes())?;
@@ -377,17 +401,8 @@ pub fn save_parts(
             body.write_all(&bytes)?;
         }
         let checksum = body.hasher.digest();
-        f.write_all(&checksum.to_le_bytes())?;
-        f.flush()
-    };
-    write().map_err(|cause| StateError::Write {
-        path: tmp.clone(),
-        cause,
-    })?;
-    std::fs::rename(&tmp, path).map_err(|cause| StateError::Write {
-        path: path.to_path_buf(),
-        cause,
-    })
+        f.write_all(&checksum.to_le_bytes())
+    })?)
 }
 
 /// A writer that also feeds what it writes to an xxh3 hasher (whose digest equals the one-shot `xxh3_64`).
@@ -467,5 +482,50 @@ mod tests {
                 .to_string()
                 .contains("magic")
         );
+    }
+
+    /// Rewrites the JSON header of a saved state with `edit` and seals it with a correct checksum, as a
+    /// hostile or buggy writer would.
+    fn rewrite_header(bytes: &[u8], edit: impl Fn(&str) -> String) -> Vec<u8> {
+        let hlen = u32::from_le_bytes(bytes[20..24].try_into().unwrap()) as usize;
+        let header = std::str::from_utf8(&bytes[24..24 + hlen]).unwrap();
+        let new = edit(header);
+        assert_ne!(new, header, "the edit changed nothing");
+        let mut out = bytes[..20].to_vec();
+        out.extend_from_slice(&(new.len() as u32).to_le_bytes());
+        out.extend_from_slice(new.as_bytes());
+        out.extend_from_slice(&bytes[24 + hlen..bytes.len() - 8]);
+        let checksum = xxhash_rust::xxh3::xxh3_64(&out[16..]);
+        out.extend_from_slice(&checksum.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn a_header_that_lies_about_sizes_is_refused_before_allocating() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.bin");
+        state().save(&path).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        // 2^40 documents with a correct checksum: before the size check this aborted on a 26 TB allocation.
+        let lying = rewrite_header(&good, |h| {
+            h.replace("\"documents\":3", "\"documents\":1099511627776")
+        });
+        std::fs::write(&path, &lying).unwrap();
+        let err = State::load(&path).unwrap_err().to_string();
+        assert!(err.contains("the header does not match the file"), "{err}");
+        assert!(err.contains("1099511627776 documents"), "{err}");
+        // A k far beyond the limit, likewise.
+        let lying = rewrite_header(&good, |h| {
+            h.replace("\"num_perm\":4", "\"num_perm\":9223372036854775807")
+        });
+        std::fs::write(&path, &lying).unwrap();
+        let err = State::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("num_perm 9223372036854775807 is outside"),
+            "{err}"
+        );
+        // A directory or device is not read to its (missing) end.
+        let err = State::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
     }
 }

@@ -7,6 +7,8 @@
 //! product of its lists. Unknown keys are errors that name the key, so a typo never silently runs the default.
 
 use super::ExperimentError;
+use crate::exec::MAX_THREADS;
+use crate::kernel::MAX_NUM_PERM;
 use crate::lsh::scurve::Banding;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
@@ -59,6 +61,11 @@ impl DatasetSpec {
             (None, Some(g)) if g == "synth" => {
                 if self.docs.unwrap_or(0) == 0 {
                     Err(format!("{key}.docs: a generated dataset needs docs >= 1"))
+                } else if self.docs.unwrap_or(0) > MAX_DOCS {
+                    Err(format!(
+                        "{key}.docs: {} is above the limit {MAX_DOCS}",
+                        self.docs.unwrap_or(0)
+                    ))
                 } else {
                     Ok(())
                 }
@@ -102,6 +109,46 @@ fn check_kernels(list: &[String], key: &str) -> Result<(), String> {
                 names.join(", ")
             ));
         }
+    }
+    Ok(())
+}
+
+/// The most cells one sweep or study may ask for (the product of its lists' lengths).
+pub const MAX_CELLS: u64 = 100_000;
+/// The most trials (pairs, repetitions) per cell.
+pub const MAX_TRIALS: usize = 10_000_000;
+/// The largest union size |A u B| of a synthetic pair.
+pub const MAX_UNION: usize = 10_000_000;
+/// The most documents a generated dataset may ask for.
+pub const MAX_DOCS: usize = 100_000_000;
+/// The most timed repetitions per throughput cell.
+pub const MAX_REPEATS: usize = 1_000;
+
+/// Refuses a sweep whose cartesian product (`lens`, the lengths of its lists) exceeds [`MAX_CELLS`].
+fn check_cells(lens: &[usize], key: &str) -> Result<(), String> {
+    let cells = lens
+        .iter()
+        .fold(1u64, |acc, &n| acc.saturating_mul(n as u64));
+    if cells > MAX_CELLS {
+        return Err(format!(
+            "{key}: the sweep asks for {cells} cells (the product of its lists' lengths); the limit is {MAX_CELLS}"
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a list entry above `max`, naming `key[j]`.
+fn check_at_most(list: &[usize], key: &str, max: usize) -> Result<(), String> {
+    match list.iter().position(|&v| v > max) {
+        Some(j) => Err(format!("{key}[{j}]: {} is above the limit {max}", list[j])),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a single value above `max`, naming `key`.
+fn check_one_at_most(value: usize, key: &str, max: usize) -> Result<(), String> {
+    if value > max {
+        return Err(format!("{key}: {value} is above the limit {max}"));
     }
     Ok(())
 }
@@ -641,6 +688,7 @@ impl Validate for TheoryConfig {
         if self.num_perm == 0 {
             return Err("num_perm: must be at least 1".into());
         }
+        check_one_at_most(self.num_perm, "num_perm", MAX_NUM_PERM)?;
         check_unit_open(&self.thresholds, "thresholds")
     }
 }
@@ -679,6 +727,19 @@ fn validate_accuracy_sweeps(sweeps: &[AccuracySweep], name: &str) -> Result<(), 
         if s.trials < 2 {
             return Err(format!("{key}.trials: need at least 2 trials"));
         }
+        check_at_most(&s.num_perm, &format!("{key}.num_perm"), MAX_NUM_PERM)?;
+        check_at_most(&s.union, &format!("{key}.union"), MAX_UNION)?;
+        check_one_at_most(s.trials, &format!("{key}.trials"), MAX_TRIALS)?;
+        check_cells(
+            &[
+                s.kernels.len(),
+                s.num_perm.len(),
+                s.union.len(),
+                s.jaccard.len(),
+                s.elements.len(),
+            ],
+            &key,
+        )?;
     }
     Ok(())
 }
@@ -716,6 +777,19 @@ fn validate_scurve_sweeps(sweeps: &[ScurveSweep], name: &str) -> Result<(), Stri
         if s.trials == 0 {
             return Err(format!("{key}.trials: must be at least 1"));
         }
+        let hashes: Vec<usize> = s.bands_rows.iter().map(|b| b.hashes()).collect();
+        check_at_most(&hashes, &format!("{key}.bands_rows"), MAX_NUM_PERM)?;
+        check_at_most(&s.union, &format!("{key}.union"), MAX_UNION)?;
+        check_one_at_most(s.trials, &format!("{key}.trials"), MAX_TRIALS)?;
+        check_cells(
+            &[
+                s.kernels.len(),
+                s.bands_rows.len(),
+                s.union.len(),
+                s.jaccard.len(),
+            ],
+            &key,
+        )?;
     }
     Ok(())
 }
@@ -738,6 +812,19 @@ impl Validate for ScurveConfig {
             if s.trials == 0 {
                 return Err(format!("{key}.trials: must be at least 1"));
             }
+            check_at_most(&s.num_perm, &format!("{key}.num_perm"), MAX_NUM_PERM)?;
+            check_at_most(&s.union, &format!("{key}.union"), MAX_UNION)?;
+            check_one_at_most(s.trials, &format!("{key}.trials"), MAX_TRIALS)?;
+            check_cells(
+                &[
+                    s.kernels.len(),
+                    s.union.len(),
+                    s.jaccard.len(),
+                    s.rows.len(),
+                    s.num_perm.len(),
+                ],
+                &key,
+            )?;
         }
         if !(self.family_alpha > 0.0 && self.family_alpha < 1.0) {
             return Err("family_alpha: must be in (0, 1)".into());
@@ -764,6 +851,11 @@ impl Validate for RecallConfig {
                     ));
                 }
             }
+            check_one_at_most(s.num_perm, &format!("{key}.num_perm"), MAX_NUM_PERM)?;
+            check_cells(
+                &[s.kernels.len(), s.bands_rows.len(), s.thresholds.len()],
+                &key,
+            )?;
             check_nonempty(&s.thresholds, &format!("{key}.thresholds"))?;
             for (j, &t) in s.thresholds.iter().enumerate() {
                 if !(t > 0.0 && t <= 1.0) {
@@ -791,6 +883,19 @@ impl Validate for ThroughputConfig {
         if self.repeats == 0 {
             return Err("repeats: must be at least 1".into());
         }
+        check_one_at_most(self.repeats, "repeats", MAX_REPEATS)?;
+        check_at_most(&self.num_perm, "num_perm", MAX_NUM_PERM)?;
+        check_at_most(&self.threads, "threads", MAX_THREADS)?;
+        check_cells(
+            &[
+                self.datasets.len(),
+                self.kernels.len(),
+                self.num_perm.len(),
+                self.shingles.len(),
+                self.threads.len(),
+            ],
+            "the throughput grid",
+        )?;
         Ok(())
     }
 }

@@ -144,6 +144,9 @@ pub enum ExperimentError {
     /// A corpus file that cannot be read.
     #[error(transparent)]
     Read(#[from] crate::corpus::ReadError),
+    /// A result file that cannot be written (temporary name, then renamed into place; the message names it).
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
 }
 
 fn failed_message(failed: &[Check]) -> String {

@@ -225,7 +225,9 @@ impl<'a> Ctx<'a> {
     /// Writes `text` to the file `name` in the experiment's folder.
     pub fn write_file(&self, name: &str, text: &str) -> Result<()> {
         let path = self.file(name)?;
-        std::fs::write(&path, text).map_err(|cause| ExperimentError::Write { path, cause })
+        Ok(crate::output::write_atomic(&path, |w| {
+            std::io::Write::write_all(w, text.as_bytes())
+        })?)
     }
 }
 
@@ -250,25 +252,21 @@ pub fn write_csv<R: Serialize>(path: &Path, rows: &[R]) -> Result<()> {
     if let Some(dir) = path.parent() {
         create_dir(dir)?;
     }
-    let tmp = path.with_extension("csv.tmp");
-    let csv_error = |cause| ExperimentError::Csv {
-        path: tmp.clone(),
-        cause,
-    };
+    let mut out = crate::output::AtomicFile::create(path)?;
     {
-        let mut w = csv::Writer::from_path(&tmp).map_err(csv_error)?;
+        let mut w = csv::Writer::from_writer(&mut out);
         for row in rows {
-            w.serialize(row).map_err(csv_error)?;
+            w.serialize(row).map_err(|cause| ExperimentError::Csv {
+                path: path.to_path_buf(),
+                cause,
+            })?;
         }
         w.flush().map_err(|cause| ExperimentError::Write {
-            path: tmp.clone(),
+            path: path.to_path_buf(),
             cause,
         })?;
     }
-    std::fs::rename(&tmp, path).map_err(|cause| ExperimentError::Write {
-        path: path.to_path_buf(),
-        cause,
-    })
+    Ok(out.commit()?)
 }
 
 /// Reads rows written by [`write_csv`].

@@ -252,6 +252,10 @@ pub fn build(name: &str, params: &KernelParams) -> Result<Box<dyn Kernel>, Kerne
     build_spec(spec, params)
 }
 
+/// The largest signature length k a kernel is built with: 16384 slots (64 KiB a signature). A larger k sizes
+/// memory (n x k slots) far beyond any use, so it is refused rather than left to exhaust memory.
+pub const MAX_NUM_PERM: usize = 1 << 14;
+
 /// Builds the kernel of a registry entry (also one outside [`KERNELS`], as tests do), with the checks every
 /// kernel shares.
 pub fn build_spec(
@@ -259,7 +263,15 @@ pub fn build_spec(
     params: &KernelParams,
 ) -> Result<Box<dyn Kernel>, KernelError> {
     if params.num_perm == 0 {
-        return Err(KernelError::NumPerm("num_perm must be at least 1".into()));
+        return Err(KernelError::NumPerm(
+            "num_perm must be at least 1 (--num-perm 0)".into(),
+        ));
+    }
+    if params.num_perm > MAX_NUM_PERM {
+        return Err(KernelError::NumPerm(format!(
+            "num_perm must be at most {MAX_NUM_PERM} (--num-perm {}): the limit on signature length",
+            params.num_perm
+        )));
     }
     if let Some(isa) = params.isa
         && !isa.supported()

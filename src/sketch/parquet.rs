@@ -6,6 +6,7 @@
 //! whatever the corpus size. The file is written under a temporary name beside the target and renamed into place
 //! when complete, so a failed run never leaves a file that looks whole.
 
+use crate::output::{AtomicFile, OutputError};
 use crate::pipeline::SignedBatch;
 use arrow_array::{
     ArrayRef, BooleanArray, FixedSizeListArray, RecordBatch, StringArray, UInt32Array,
@@ -14,9 +15,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
-use std::fs::File;
-use std::io::{self, BufWriter};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 use std::sync::Arc;
 
 /// The largest row group, in bytes of signature slots (k x 4 bytes a row): 32 MiB, 65,536 rows at k = 128.
@@ -50,13 +50,6 @@ pub fn writer_properties(dictionary: bool, max_rows: usize) -> WriterProperties 
         .build()
 }
 
-/// The temporary name a Parquet output is written under before it is renamed to `path`.
-pub fn temporary_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp-lshbench");
-    path.with_file_name(name)
-}
-
 /// A Parquet error as an I/O error (an I/O failure underneath comes back as itself).
 pub fn to_io(e: parquet::errors::ParquetError) -> io::Error {
     match e {
@@ -73,54 +66,41 @@ pub fn write_record_batch(
     path: &Path,
     batch: &RecordBatch,
     props: WriterProperties,
-) -> io::Result<()> {
-    let temporary = temporary_path(path);
-    let write = || -> io::Result<()> {
-        let file = File::create(&temporary)?;
-        let mut writer = ArrowWriter::try_new(
-            BufWriter::with_capacity(1 << 20, file),
-            batch.schema(),
-            Some(props),
-        )
-        .map_err(to_io)?;
-        writer.write(batch).map_err(to_io)?;
-        let mut out = writer.into_inner().map_err(to_io)?;
-        io::Write::flush(&mut out)
+) -> Result<(), OutputError> {
+    let out = AtomicFile::create(path)?;
+    let write_err = |cause| OutputError::Write {
+        path: path.to_path_buf(),
+        cause,
     };
-    match write() {
-        Ok(()) => std::fs::rename(&temporary, path),
-        Err(e) => {
-            let _ = std::fs::remove_file(&temporary);
-            Err(e)
-        }
-    }
+    let mut writer =
+        ArrowWriter::try_new(out, batch.schema(), Some(props)).map_err(|e| write_err(to_io(e)))?;
+    writer.write(batch).map_err(|e| write_err(to_io(e)))?;
+    let out = writer.into_inner().map_err(|e| write_err(to_io(e)))?;
+    out.commit()
 }
 
 /// An open signature file. Dropped before [`ParquetSink::finish`], it removes its temporary file.
 pub(super) struct ParquetSink {
-    temporary: PathBuf,
-    writer: Option<ArrowWriter<BufWriter<File>>>,
+    writer: ArrowWriter<AtomicFile>,
     schema: SchemaRef,
     num_perm: usize,
 }
 
 impl ParquetSink {
     /// Creates the temporary file beside `path`.
-    pub(super) fn create(path: &Path, num_perm: usize) -> io::Result<ParquetSink> {
-        let temporary = temporary_path(path);
-        let file = File::create(&temporary)?;
+    pub(super) fn create(path: &Path, num_perm: usize) -> Result<ParquetSink, OutputError> {
+        let out = AtomicFile::create(path)?;
         let schema = schema(num_perm);
         // Slots are uniform 32-bit hashes: a dictionary would never pay, and ids are unique.
         let props = writer_properties(false, ROW_GROUP_BYTES / (4 * num_perm.max(1)));
-        let writer = ArrowWriter::try_new(
-            BufWriter::with_capacity(1 << 20, file),
-            schema.clone(),
-            Some(props),
-        )
-        .map_err(to_io)?;
+        let writer = ArrowWriter::try_new(out, schema.clone(), Some(props)).map_err(|e| {
+            OutputError::Write {
+                path: path.to_path_buf(),
+                cause: to_io(e),
+            }
+        })?;
         Ok(ParquetSink {
-            temporary,
-            writer: Some(writer),
+            writer,
             schema,
             num_perm,
         })
@@ -141,25 +121,15 @@ impl ParquetSink {
         let columns: Vec<ArrayRef> = vec![Arc::new(ids), Arc::new(signatures), Arc::new(empty)];
         let record =
             RecordBatch::try_new(self.schema.clone(), columns).map_err(io::Error::other)?;
-        let writer = self.writer.as_mut().expect("written only before finish");
-        writer.write(&record).map_err(to_io)
+        self.writer.write(&record).map_err(to_io)
     }
 
     /// Writes the footer and renames the file into place.
-    pub(super) fn finish(mut self, path: &Path) -> io::Result<()> {
-        let writer = self.writer.take().expect("finished once");
-        let mut out = writer.into_inner().map_err(to_io)?;
-        io::Write::flush(&mut out)?;
-        drop(out);
-        std::fs::rename(&self.temporary, path)
-    }
-}
-
-impl Drop for ParquetSink {
-    fn drop(&mut self) {
-        if self.writer.is_some() {
-            // Not finished: the run failed, and a file without its footer is no use to anyone.
-            let _ = std::fs::remove_file(&self.temporary);
-        }
+    pub(super) fn finish(self, path: &Path) -> Result<(), OutputError> {
+        let out = self.writer.into_inner().map_err(|e| OutputError::Write {
+            path: path.to_path_buf(),
+            cause: to_io(e),
+        })?;
+        out.commit()
     }
 }
