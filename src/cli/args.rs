@@ -60,7 +60,7 @@ pub struct KernelArgs {
     /// The registry name of the kernel (the help text lists the registry).
     #[arg(long, default_value = "simd", help = kernel_help())]
     pub kernel: String,
-    /// k, the number of 32-bit slots per signature.
+    /// k, the number of 32-bit slots per signature (1 to 16384).
     #[arg(long, default_value_t = 128)]
     pub num_perm: usize,
     /// Seed of the kernel's hash functions and of the shingle hash.

@@ -57,14 +57,15 @@ pub struct DedupArgs {
     #[arg(long, value_name = "JSONL")]
     pub kept: Option<PathBuf>,
     /// Buckets (and classes of identical signatures) larger than this are enumerated as a star; the pairs left
-    /// out are counted in the summary.
+    /// out are counted in the summary. At most 100000.
     #[arg(long, default_value_t = index::DEFAULT_BUCKET_CAP)]
     pub bucket_cap: usize,
     /// Stop with an error when banding emits more candidate pairs than this (counted once per band): a guard
-    /// against an S-curve far too permissive for the corpus, which would otherwise exhaust memory.
+    /// against an S-curve far too permissive for the corpus, which would otherwise exhaust memory. At most 10^9.
     #[arg(long, default_value_t = dedup::DEFAULT_MAX_CANDIDATES)]
     pub max_candidates: u64,
-    /// Member pairs examined per group for the chaining columns; larger groups are sampled (seeded).
+    /// Member pairs examined per group for the chaining columns; larger groups are sampled (seeded). At most
+    /// 10^6.
     #[arg(long, default_value_t = dedup::DEFAULT_PAIR_BUDGET)]
     pub pair_budget: usize,
     /// Load signatures from a saved state first; only pairs involving a newly read document are reported.
@@ -73,7 +74,7 @@ pub struct DedupArgs {
     /// Save the signatures of every document (loaded and new) for a later --load.
     #[arg(long, value_name = "STATE")]
     pub save: Option<PathBuf>,
-    /// Worker threads (default: all logical CPUs).
+    /// Worker threads (default: all logical CPUs; at most 1024).
     #[arg(long)]
     pub threads: Option<usize>,
 }
@@ -112,39 +113,24 @@ pub fn run(args: &DedupArgs) -> anyhow::Result<()> {
         limits::MAX_CANDIDATES,
     )?;
     at_most("--pair-budget", args.pair_budget, limits::PAIR_BUDGET)?;
-    // `--save` may name the `--load` file (the state is read whole before it is replaced), nothing else read.
+    let tables = [
+        ("--pairs", args.pairs.as_deref()),
+        ("--clusters", args.clusters.as_deref()),
+        ("--group-report", args.group_report.as_deref()),
+        ("--kept", args.kept.as_deref()),
+    ];
+    let input = ("--input", Some(args.reader.input.as_path()));
+    check_outputs(&[input, ("--load", args.load.as_deref())], &tables)?;
+    // `--save` may name the `--load` file (the state is read whole before the new one replaces it), nothing
+    // else that is read; and no two outputs may name one file.
     let save_replaces_load = match (&args.save, &args.load) {
         (Some(s), Some(l)) => crate::output::same_place(s, l),
         _ => false,
     };
-    check_outputs(
-        &[
-            ("--input", Some(&args.reader.input)),
-            (
-                "--load",
-                args.load.as_deref().filter(|_| !save_replaces_load),
-            ),
-        ],
-        &[
-            ("--pairs", args.pairs.as_deref()),
-            ("--clusters", args.clusters.as_deref()),
-            ("--group-report", args.group_report.as_deref()),
-            ("--kept", args.kept.as_deref()),
-            ("--save", args.save.as_deref()),
-        ],
-    )?;
-    if save_replaces_load {
-        // The other outputs still may not overwrite the state being loaded.
-        check_outputs(
-            &[("--load", args.load.as_deref())],
-            &[
-                ("--pairs", args.pairs.as_deref()),
-                ("--clusters", args.clusters.as_deref()),
-                ("--group-report", args.group_report.as_deref()),
-                ("--kept", args.kept.as_deref()),
-            ],
-        )?;
-    }
+    let load = args.load.as_deref().filter(|_| !save_replaces_load);
+    let mut outputs = tables.to_vec();
+    outputs.push(("--save", args.save.as_deref()));
+    check_outputs(&[input, ("--load", load)], &outputs)?;
     let pool = crate::exec::thread_pool(args.threads)?;
     let kernel = args.kernel.build_bits(args.bits)?;
     let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;

@@ -21,7 +21,7 @@ pub struct ExactArgs {
     /// Output CSV `id_a,id_b,jaccard` (ids in input order within a pair; rows sorted by input position).
     #[arg(long, value_name = "CSV")]
     pub output: std::path::PathBuf,
-    /// Worker threads (default: all logical CPUs).
+    /// Worker threads (default: all logical CPUs; at most 1024).
     #[arg(long)]
     pub threads: Option<usize>,
 }

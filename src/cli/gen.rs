@@ -37,10 +37,10 @@ fn parse_f64_range(s: &str) -> Result<(f64, f64), String> {
 /// `lshbench gen`: write a synthetic corpus with planted near-duplicate clusters and its ground truth.
 #[derive(clap::Args, Clone, Debug)]
 pub struct GenArgs {
-    /// Number of documents.
+    /// Number of documents (at most 10^8).
     #[arg(long, default_value_t = 10_000)]
     pub docs: usize,
-    /// Mean document length in bytes.
+    /// Mean document length in bytes (at most 10^7).
     #[arg(long, value_name = "BYTES", default_value_t = 1500)]
     pub mean_len: usize,
     /// Spread of document lengths: sigma of the log-normal length distribution (0 = all the same length).
@@ -49,13 +49,14 @@ pub struct GenArgs {
     /// Fraction of documents that are planted copies (near-duplicates of another document in the corpus).
     #[arg(long, default_value_t = 0.1)]
     pub dup_fraction: f64,
-    /// Documents per planted cluster, base included: MIN..MAX (inclusive) or one number.
+    /// Documents per planted cluster, base included: MIN..MAX (inclusive; MAX at most 10^5) or one number.
     #[arg(long, value_name = "MIN..MAX", default_value = "2..5", value_parser = parse_usize_range)]
     pub cluster_size: (usize, usize),
     /// Word edits per base word for each copy, drawn uniformly from MIN..MAX (0 gives exact copies).
     #[arg(long, value_name = "MIN..MAX", default_value = "0..0.3", value_parser = parse_f64_range)]
     pub edit_rate: (f64, f64),
-    /// Block moves per copy: uniformly 0 to this many runs of 5-30 words cut and put back elsewhere.
+    /// Block moves per copy: uniformly 0 to this many runs of 5-30 words cut and put back elsewhere (at most
+    /// 10^4).
     #[arg(long, default_value_t = 2)]
     pub max_moves: usize,
     /// Fraction of clusters whose members share a template (job-ad style) with their own slot values.
@@ -82,7 +83,7 @@ pub struct GenArgs {
     /// Ground-truth CSV naming every planted cluster. Default: beside the output, `<name>.truth.csv`.
     #[arg(long, value_name = "PATH")]
     pub truth: Option<PathBuf>,
-    /// Worker threads (0 = all cores). The output does not depend on it.
+    /// Worker threads (0 = all cores; at most 1024). The output does not depend on it.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
 }

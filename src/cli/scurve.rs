@@ -5,16 +5,16 @@ use crate::lsh::scurve::ScurveOptions;
 /// `lshbench scurve`: the P(s) table of one banding and its landmarks.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ScurveArgs {
-    /// Number of bands b.
+    /// Number of bands b (at most 16384).
     #[arg(long, short = 'b')]
     pub bands: usize,
-    /// Rows (signature slots) per band r.
+    /// Rows (signature slots) per band r (at most 16384).
     #[arg(long, short = 'r')]
     pub rows: usize,
     /// Signature length k, only to check b*r <= k (default: b*r).
     #[arg(long)]
     pub num_perm: Option<usize>,
-    /// Step of the similarity column of the table.
+    /// Step of the similarity column of the table (0.0001 to 1).
     #[arg(long, default_value_t = 0.1)]
     pub step: f64,
     /// Also print the similarity at which P crosses each of these probabilities (comma separated).

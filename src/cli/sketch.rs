@@ -27,7 +27,7 @@ pub struct SketchArgs {
     /// `.csv` the b-bit values.
     #[arg(long, default_value_t = 32)]
     pub bits: u32,
-    /// Worker threads (default: every logical CPU). The output is identical for any value.
+    /// Worker threads (default: every logical CPU; at most 1024). The output is identical for any value.
     #[arg(long)]
     pub threads: Option<usize>,
 }

@@ -30,7 +30,7 @@ pub enum TuneMethod {
 /// `lshbench tune`: which (b, r) for a signature of k slots?
 #[derive(clap::Args, Debug, Clone)]
 pub struct TuneArgs {
-    /// Signature length k; every (b, r) with b*r <= k is considered.
+    /// Signature length k (at most 16384); every (b, r) with b*r <= k is considered.
     #[arg(long, default_value_t = 128)]
     pub num_perm: usize,
     /// Recall target SIM:FN: pairs of similarity SIM must be missed with probability at most FN.

@@ -26,7 +26,7 @@ pub enum BandingError {
     /// b * r is more than the signature's slots.
     #[error(
         "{bands} bands x {rows} rows needs {} slots, but the signature has only --num-perm {num_perm}",
-        bands * rows
+        bands.checked_mul(*rows).map_or_else(|| "more than 2^64".to_string(), |n| n.to_string())
     )]
     TooManyHashes {
         /// The bands asked for.
