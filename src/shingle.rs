@@ -232,10 +232,64 @@ impl Shingler {
     pub fn set(&self, text: &str) -> Vec<u64> {
         let mut ids = Vec::new();
         self.hashes(text, &mut ids);
-        ids.sort_unstable();
-        ids.dedup();
+        sort_dedup_ids(&mut ids);
         ids
     }
+}
+
+/// Sorts and deduplicates shingle ids, the same as `sort_unstable` then `dedup`, in about linear time.
+///
+/// Ids are hash values, close to uniform over the 64-bit range, so one counting pass over their top bits
+/// (about one bucket per id) scatters them into buckets that are already in order with respect to each other
+/// and hold one or two ids each; insertion sort finishes each bucket. A bucket that ends up large (ids that
+/// are not spread, e.g. many copies of one window) is sorted by `sort_unstable`, so no input is quadratic.
+/// Building the shingle sets for `dedup`'s verification was mostly comparison sorting before this.
+pub fn sort_dedup_ids(ids: &mut Vec<u64>) {
+    let n = ids.len();
+    if n < 64 {
+        ids.sort_unstable();
+        ids.dedup();
+        return;
+    }
+    let bits = n.next_power_of_two().trailing_zeros().min(20);
+    let shift = 64 - bits;
+    let mut starts = vec![0u32; (1usize << bits) + 1];
+    for &x in ids.iter() {
+        starts[(x >> shift) as usize + 1] += 1;
+    }
+    for b in 1..starts.len() {
+        starts[b] += starts[b - 1];
+    }
+    let mut sorted = vec![0u64; n];
+    {
+        // `next[b]` is where the next id of bucket b goes; afterwards it is bucket b's end.
+        let next = &mut starts[..1usize << bits];
+        for &x in ids.iter() {
+            let b = (x >> shift) as usize;
+            sorted[next[b] as usize] = x;
+            next[b] += 1;
+        }
+    }
+    let mut begin = 0usize;
+    for &end in &starts[..1usize << bits] {
+        let bucket = &mut sorted[begin..end as usize];
+        if bucket.len() > 32 {
+            bucket.sort_unstable();
+        } else {
+            for i in 1..bucket.len() {
+                let x = bucket[i];
+                let mut j = i;
+                while j > 0 && bucket[j - 1] > x {
+                    bucket[j] = bucket[j - 1];
+                    j -= 1;
+                }
+                bucket[j] = x;
+            }
+        }
+        begin = end as usize;
+    }
+    sorted.dedup();
+    *ids = sorted;
 }
 
 impl WindowSource for Shingler {
@@ -651,6 +705,40 @@ pub static STOP_WORDS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sort_dedup_ids_equals_a_comparison_sort() {
+        use rand_xoshiro::Xoshiro256PlusPlus;
+        use rand_xoshiro::rand_core::{Rng, SeedableRng};
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let shingler = Shingler::new(ShingleKind::Char(5), Normalization::default(), 42);
+        let text = "the quick brown fox jumps over the lazy dog, again and again; ".repeat(40);
+        let mut inputs: Vec<Vec<u64>> = Vec::new();
+        let mut real = Vec::new();
+        shingler.hashes(&text, &mut real);
+        inputs.push(real);
+        for n in [0usize, 1, 2, 63, 64, 65, 127, 128, 129, 1000, 5000, 70_000] {
+            // Spread (hash-like), many duplicates, all in one bucket (small values), and a few distinct values
+            // in one bucket (the sort_unstable fallback).
+            inputs.push((0..n).map(|_| rng.next_u64()).collect());
+            inputs.push(
+                (0..n)
+                    .map(|_| (rng.next_u64() % 97).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                    .collect(),
+            );
+            inputs.push((0..n).map(|_| rng.next_u64() >> 44).collect());
+            inputs.push((0..n).map(|i| [u64::MAX, 0, 5][i % 3]).collect());
+            inputs.push((0..n as u64).rev().collect());
+        }
+        for ids in inputs {
+            let mut want = ids.clone();
+            want.sort_unstable();
+            want.dedup();
+            let mut got = ids;
+            sort_dedup_ids(&mut got);
+            assert_eq!(got, want);
+        }
+    }
 
     #[test]
     fn stop_words_are_sorted_lowercase_and_unique() {
