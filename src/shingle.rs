@@ -237,13 +237,13 @@ impl Shingler {
     }
 }
 
-/// Sorts and deduplicates shingle ids, the same as `sort_unstable` then `dedup`, in about linear time.
+/// Sorts and deduplicates shingle ids, the same as `sort_unstable` then `dedup`, in linear time.
 ///
-/// Ids are hash values, close to uniform over the 64-bit range, so one counting pass over their top bits
-/// (about one bucket per id) scatters them into buckets that are already in order with respect to each other
-/// and hold one or two ids each; insertion sort finishes each bucket. A bucket that ends up large (ids that
-/// are not spread, e.g. many copies of one window) is sorted by `sort_unstable`, so no input is quadratic.
-/// Building the shingle sets for `dedup`'s verification was mostly comparison sorting before this.
+/// A least-significant-digit radix sort on bytes, skipping every byte position where all ids agree: ids of
+/// short windows are the packed bytes XOR a key ([`mix_short`]), so a `char:5` id has only 5 varying bytes
+/// (and comparison sorts, or bucketing by the top bits, see them as badly spread). One pass counts all the
+/// digits; each varying byte then costs one stable scatter. Building the shingle sets for `dedup`'s
+/// verification was mostly comparison sorting before this.
 pub fn sort_dedup_ids(ids: &mut Vec<u64>) {
     let n = ids.len();
     if n < 64 {
@@ -251,45 +251,37 @@ pub fn sort_dedup_ids(ids: &mut Vec<u64>) {
         ids.dedup();
         return;
     }
-    let bits = n.next_power_of_two().trailing_zeros().min(20);
-    let shift = 64 - bits;
-    let mut starts = vec![0u32; (1usize << bits) + 1];
+    let (mut any, mut all) = (0u64, u64::MAX);
+    let mut counts = vec![[0u32; 256]; 8];
     for &x in ids.iter() {
-        starts[(x >> shift) as usize + 1] += 1;
-    }
-    for b in 1..starts.len() {
-        starts[b] += starts[b - 1];
-    }
-    let mut sorted = vec![0u64; n];
-    {
-        // `next[b]` is where the next id of bucket b goes; afterwards it is bucket b's end.
-        let next = &mut starts[..1usize << bits];
-        for &x in ids.iter() {
-            let b = (x >> shift) as usize;
-            sorted[next[b] as usize] = x;
-            next[b] += 1;
+        any |= x;
+        all &= x;
+        for (d, c) in counts.iter_mut().enumerate() {
+            c[(x >> (8 * d)) as u8 as usize] += 1;
         }
     }
-    let mut begin = 0usize;
-    for &end in &starts[..1usize << bits] {
-        let bucket = &mut sorted[begin..end as usize];
-        if bucket.len() > 32 {
-            bucket.sort_unstable();
-        } else {
-            for i in 1..bucket.len() {
-                let x = bucket[i];
-                let mut j = i;
-                while j > 0 && bucket[j - 1] > x {
-                    bucket[j] = bucket[j - 1];
-                    j -= 1;
-                }
-                bucket[j] = x;
-            }
+    let varying = any ^ all;
+    let mut src = std::mem::take(ids);
+    let mut dst = vec![0u64; n];
+    for (d, c) in counts.iter().enumerate() {
+        if (varying >> (8 * d)) as u8 == 0 {
+            continue;
         }
-        begin = end as usize;
+        let mut next = [0u32; 256];
+        let mut sum = 0u32;
+        for (slot, &count) in next.iter_mut().zip(c.iter()) {
+            *slot = sum;
+            sum += count;
+        }
+        for &x in &src {
+            let digit = (x >> (8 * d)) as u8 as usize;
+            dst[next[digit] as usize] = x;
+            next[digit] += 1;
+        }
+        std::mem::swap(&mut src, &mut dst);
     }
-    sorted.dedup();
-    *ids = sorted;
+    src.dedup();
+    *ids = src;
 }
 
 impl WindowSource for Shingler {
@@ -718,8 +710,8 @@ mod tests {
         shingler.hashes(&text, &mut real);
         inputs.push(real);
         for n in [0usize, 1, 2, 63, 64, 65, 127, 128, 129, 1000, 5000, 70_000] {
-            // Spread (hash-like), many duplicates, all in one bucket (small values), and a few distinct values
-            // in one bucket (the sort_unstable fallback).
+            // Spread (hash-like), many duplicates, small values (constant high bytes), three values, and a
+            // descending run.
             inputs.push((0..n).map(|_| rng.next_u64()).collect());
             inputs.push(
                 (0..n)

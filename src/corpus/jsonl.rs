@@ -180,35 +180,69 @@ impl Cursor<'_> {
 /// The string starting at byte `start` (just after its opening quote) of `s`, unescaped when `keep` (else an
 /// empty string), and the position after its closing quote. `None` for an unterminated string or an escape
 /// this path does not handle (an invalid escape or a lone surrogate, which serde_json reports).
+///
+/// Texts escape often (a mail body has a `\n` or `\"` every 25 bytes or so), so the copy runs 8 bytes at a
+/// time: each word is stored whole and the output advances only past the bytes before the first quote or
+/// backslash in it (found with a SWAR test), instead of one search call and one copy call per escape.
 fn string(s: &str, start: usize, keep: bool) -> Option<(String, usize)> {
     let b = s.as_bytes();
-    let mut out = String::new();
-    let mut pos = start;
-    let mut first = true;
-    loop {
-        let rel = memchr2(b'"', b'\\', &b[pos..])?;
-        if keep {
-            if first {
-                if b[pos + rel] == b'"' {
-                    // No escape at all: one exact copy.
-                    return Some((s[pos..pos + rel].to_string(), pos + rel + 1));
-                }
-                // The unescaped string is never longer than the rest of the line.
-                out.reserve(b.len() - pos);
-                first = false;
+    if !keep {
+        let mut pos = start;
+        loop {
+            pos += memchr2(b'"', b'\\', &b[pos..])?;
+            if b[pos] == b'"' {
+                return Some((String::new(), pos + 1));
             }
-            out.push_str(&s[pos..pos + rel]);
+            pos += escape(&b[pos..])?.1;
         }
-        pos += rel;
-        if b[pos] == b'"' {
-            return Some((out, pos + 1));
-        }
-        let (c, len) = escape(&b[pos..])?;
-        if keep {
-            out.push(c);
-        }
-        pos += len;
     }
+    // The unescaped string is never longer than the escaped one, so `rest + 8` bytes hold it and the last
+    // whole-word store.
+    let mut out = vec![0u8; b.len() - start + 8];
+    let (mut o, mut pos) = (0usize, start);
+    loop {
+        while pos + 8 <= b.len() {
+            let word: [u8; 8] = b[pos..pos + 8].try_into().expect("8 bytes");
+            out[o..o + 8].copy_from_slice(&word);
+            let special = special_bytes(u64::from_le_bytes(word));
+            if special != 0 {
+                let k = special.trailing_zeros() as usize / 8;
+                o += k;
+                pos += k;
+                break;
+            }
+            o += 8;
+            pos += 8;
+        }
+        while pos < b.len() && b[pos] != b'"' && b[pos] != b'\\' {
+            out[o] = b[pos];
+            o += 1;
+            pos += 1;
+        }
+        match b.get(pos)? {
+            b'"' => {
+                out.truncate(o);
+                // The bytes are the line's own (valid UTF-8, cut only at ASCII quotes and backslashes) and
+                // whole encoded chars, so this check always passes.
+                return Some((String::from_utf8(out).ok()?, pos + 1));
+            }
+            _ => {
+                let (c, len) = escape(&b[pos..])?;
+                o += c.encode_utf8(&mut out[o..o + 4]).len();
+                pos += len;
+            }
+        }
+    }
+}
+
+/// A word with the high bit set in the lowest byte that is `"` or `\` (bytes above it may be flagged too:
+/// the classic has-zero-byte test, exact up to its first hit).
+#[inline(always)]
+fn special_bytes(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    zero(w ^ (ONES * b'"' as u64)) | zero(w ^ (ONES * b'\\' as u64))
 }
 
 /// Decodes the escape at the start of `e` (which starts with a backslash): the character and the bytes used.
