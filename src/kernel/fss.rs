@@ -210,6 +210,15 @@ impl Fss {
             // SAFETY: bin = (hi32(h) * k) >> 32 < k = out.len() (asserted at the top), as hi32(h) < 2^32.
             unsafe { bins::min_update(packed, out) };
         }
+        self.later_rounds(ids, out)
+    }
+
+    /// Rounds 1 and on, given round 0's bins in `out` (filled or [`EMPTY`]); returns the rounds run, as
+    /// [`Fss::sign_counting_rounds`] does.
+    fn later_rounds(&self, ids: &[u64], out: &mut [u32]) -> usize {
+        let k = self.num_perm;
+        assert_eq!(out.len(), k, "output length must be num_perm");
+        let mut packed = [0u64; CHUNK];
         let mut filled = out.iter().filter(|&&v| v != EMPTY).count();
         let mut rounds = 1;
         // Rounds 1..k: random bins, counting the bins each round fills so the stop test is O(1).
@@ -302,12 +311,18 @@ impl Kernel for Fss {
         if let Some(true) = self.round0.sign_raw_text(windows, text, out) {
             let mut filled = true;
             for v in out.iter_mut() {
-                filled &= *v != EMPTY;
-                *v >>= self.frac_shift;
+                if *v == EMPTY {
+                    filled = false;
+                } else {
+                    *v >>= self.frac_shift;
+                }
             }
-            if filled {
-                return false;
+            if !filled {
+                // Small sets: the later rounds need the ids; round 0 is done.
+                windows.window_ids(text, ids);
+                self.later_rounds(ids, out);
             }
+            return false;
         }
         super::sign_via_ids(self, windows, text, ids, out)
     }
