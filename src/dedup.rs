@@ -597,7 +597,7 @@ pub fn dedup_signed(
                         return None;
                     }
                     let need = exact::required_overlap(t, x.len(), y.len());
-                    let inter = exact::intersection_at_least(x, y, need)?;
+                    let inter = exact::intersection_at_least_ids(x, y, need)?;
                     Some(exact::jaccard_from_counts(inter, x.len(), y.len()))
                 }
                 _ => None,
@@ -630,7 +630,7 @@ pub fn dedup_signed(
         .collect();
     let groups = cluster::group(n, &edges, config.groups);
     let similarity = |a: u32, b: u32| match (&sets[a as usize], &sets[b as usize]) {
-        (Some(x), Some(y)) => exact::jaccard(x, y),
+        (Some(x), Some(y)) => exact::jaccard_ids(x, y),
         _ => kernel.estimate(sig(a), sig(b)),
     };
     // Edges per group, by the group of each edge's first document.

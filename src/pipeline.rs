@@ -7,7 +7,8 @@ use crate::kernel::Kernel;
 use crate::shingle::Shingler;
 use rayon::prelude::*;
 
-/// Documents per batch. Large enough to amortise the fork-join, small enough to keep RSS flat.
+/// Documents per batch for callers that batch themselves (`exact`). Large enough to amortise the fork-join,
+/// small enough to keep RSS flat.
 pub const BATCH_DOCS: usize = 2048;
 /// A batch also ends once it holds this many bytes of text.
 pub const BATCH_BYTES: usize = 32 << 20;
@@ -55,30 +56,56 @@ pub fn sign_batch(docs: Vec<Document>, shingler: &Shingler, kernel: &dyn Kernel)
     }
 }
 
+/// Documents per batch on the reading thread: small batches let signing start early and keep the two threads
+/// busy together; the channel holds at most [`QUEUED_BATCHES`] of them.
+const READ_BATCH_DOCS: usize = 256;
+/// A batch on the reading thread also ends once it holds this many bytes of text.
+const READ_BATCH_BYTES: usize = 4 << 20;
+/// Batches read ahead of signing, at most.
+const QUEUED_BATCHES: usize = 4;
+
 /// Reads the whole corpus, signing batch by batch, and calls `consume` on each batch in input order.
-/// Reading the next batch overlaps with signing the current one. Stops at the first read error under
-/// `OnError::Fail` (the error names file, line and field) or the first error `consume` returns.
+/// Reading (with decompression and parsing) runs on its own thread, a bounded channel ahead of signing, which
+/// runs on the current rayon pool; memory holds at most a few batches of text. Stops at the first read error
+/// under `OnError::Fail` (the error names file, line and field) or the first error `consume` returns (the
+/// reading thread then stops too). The batches, and so the output, do not depend on the thread count.
 pub fn sketch_corpus<E: From<ReadError>>(
     reader: &mut CorpusReader,
     shingler: &Shingler,
     kernel: &dyn Kernel,
     mut consume: impl FnMut(SignedBatch) -> Result<(), E>,
 ) -> Result<(), E> {
-    let mut next = read_batch(reader)?;
-    while !next.is_empty() {
-        let docs = std::mem::take(&mut next);
-        let (signed, read) =
-            rayon::join(|| sign_batch(docs, shingler, kernel), || read_batch(reader));
-        consume(signed)?;
-        next = read?;
-    }
-    Ok(())
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUED_BATCHES);
+        scope.spawn(move || {
+            loop {
+                let batch = read_batch(reader, READ_BATCH_DOCS, READ_BATCH_BYTES);
+                let last = !matches!(&batch, Ok(docs) if !docs.is_empty());
+                // A send fails only when signing stopped (an error): then reading stops too.
+                if tx.send(batch).is_err() || last {
+                    break;
+                }
+            }
+        });
+        for batch in rx {
+            let docs = batch?;
+            if docs.is_empty() {
+                break;
+            }
+            consume(sign_batch(docs, shingler, kernel))?;
+        }
+        Ok(())
+    })
 }
 
-fn read_batch(reader: &mut CorpusReader) -> Result<Vec<Document>, ReadError> {
-    let mut batch = Vec::with_capacity(BATCH_DOCS);
+fn read_batch(
+    reader: &mut CorpusReader,
+    max_docs: usize,
+    max_bytes: usize,
+) -> Result<Vec<Document>, ReadError> {
+    let mut batch = Vec::with_capacity(max_docs);
     let mut bytes = 0usize;
-    while batch.len() < BATCH_DOCS && bytes < BATCH_BYTES {
+    while batch.len() < max_docs && bytes < max_bytes {
         match reader.next() {
             None => break,
             Some(doc) => {

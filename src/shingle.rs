@@ -232,10 +232,56 @@ impl Shingler {
     pub fn set(&self, text: &str) -> Vec<u64> {
         let mut ids = Vec::new();
         self.hashes(text, &mut ids);
-        ids.sort_unstable();
-        ids.dedup();
+        sort_dedup_ids(&mut ids);
         ids
     }
+}
+
+/// Sorts and deduplicates shingle ids, the same as `sort_unstable` then `dedup`, in linear time.
+///
+/// A least-significant-digit radix sort on bytes, skipping every byte position where all ids agree: ids of
+/// short windows are the packed bytes XOR a key ([`mix_short`]), so a `char:5` id has only 5 varying bytes
+/// (and comparison sorts, or bucketing by the top bits, see them as badly spread). One pass counts all the
+/// digits; each varying byte then costs one stable scatter. Building the shingle sets for `dedup`'s
+/// verification was mostly comparison sorting before this.
+pub fn sort_dedup_ids(ids: &mut Vec<u64>) {
+    let n = ids.len();
+    if n < 64 {
+        ids.sort_unstable();
+        ids.dedup();
+        return;
+    }
+    let (mut any, mut all) = (0u64, u64::MAX);
+    let mut counts = vec![[0u32; 256]; 8];
+    for &x in ids.iter() {
+        any |= x;
+        all &= x;
+        for (d, c) in counts.iter_mut().enumerate() {
+            c[(x >> (8 * d)) as u8 as usize] += 1;
+        }
+    }
+    let varying = any ^ all;
+    let mut src = std::mem::take(ids);
+    let mut dst = vec![0u64; n];
+    for (d, c) in counts.iter().enumerate() {
+        if (varying >> (8 * d)) as u8 == 0 {
+            continue;
+        }
+        let mut next = [0u32; 256];
+        let mut sum = 0u32;
+        for (slot, &count) in next.iter_mut().zip(c.iter()) {
+            *slot = sum;
+            sum += count;
+        }
+        for &x in &src {
+            let digit = (x >> (8 * d)) as u8 as usize;
+            dst[next[digit] as usize] = x;
+            next[digit] += 1;
+        }
+        std::mem::swap(&mut src, &mut dst);
+    }
+    src.dedup();
+    *ids = src;
 }
 
 impl WindowSource for Shingler {
@@ -651,6 +697,40 @@ pub static STOP_WORDS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sort_dedup_ids_equals_a_comparison_sort() {
+        use rand_xoshiro::Xoshiro256PlusPlus;
+        use rand_xoshiro::rand_core::{Rng, SeedableRng};
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let shingler = Shingler::new(ShingleKind::Char(5), Normalization::default(), 42);
+        let text = "the quick brown fox jumps over the lazy dog, again and again; ".repeat(40);
+        let mut inputs: Vec<Vec<u64>> = Vec::new();
+        let mut real = Vec::new();
+        shingler.hashes(&text, &mut real);
+        inputs.push(real);
+        for n in [0usize, 1, 2, 63, 64, 65, 127, 128, 129, 1000, 5000, 70_000] {
+            // Spread (hash-like), many duplicates, small values (constant high bytes), three values, and a
+            // descending run.
+            inputs.push((0..n).map(|_| rng.next_u64()).collect());
+            inputs.push(
+                (0..n)
+                    .map(|_| (rng.next_u64() % 97).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                    .collect(),
+            );
+            inputs.push((0..n).map(|_| rng.next_u64() >> 44).collect());
+            inputs.push((0..n).map(|i| [u64::MAX, 0, 5][i % 3]).collect());
+            inputs.push((0..n as u64).rev().collect());
+        }
+        for ids in inputs {
+            let mut want = ids.clone();
+            want.sort_unstable();
+            want.dedup();
+            let mut got = ids;
+            sort_dedup_ids(&mut got);
+            assert_eq!(got, want);
+        }
+    }
 
     #[test]
     fn stop_words_are_sorted_lowercase_and_unique() {

@@ -1,6 +1,7 @@
 //! Corpora: streaming readers for real files, the seeded synthetic corpus generator, and synthetic set pairs
 //! with known Jaccard for the statistical tests.
 
+mod jsonl;
 pub mod pairs;
 #[cfg(feature = "parquet")]
 mod parquet;

@@ -645,9 +645,27 @@ pub(super) fn decode(bytes: &[u8], strict: bool) -> Result<(Cow<'_, str>, bool),
 // ---------------------------------------------------------------------------------------------------------
 // JSONL
 
+/// One JSON line: the fast path of `jsonl.rs` for plain lines, serde_json for everything else (the fast path
+/// answers only where serde_json would answer the same).
+fn parse_json(bytes: &[u8], line: u64, options: &ReaderOptions) -> Result<Parsed, Bad> {
+    let id_field = options.id_field.as_deref().unwrap_or("id");
+    match super::jsonl::parse_fast(bytes, id_field, &options.text_field) {
+        Some((id, text)) => Ok(Parsed {
+            id,
+            text,
+            replaced: false,
+        }),
+        None => parse_json_serde(bytes, line, options),
+    }
+}
+
 /// One JSON line, parsed without building a `Value`: the id and text fields are copied out once, every other
 /// field is skipped by the parser.
-fn parse_json(bytes: &[u8], line: u64, options: &ReaderOptions) -> Result<Parsed, Bad> {
+pub(super) fn parse_json_serde(
+    bytes: &[u8],
+    line: u64,
+    options: &ReaderOptions,
+) -> Result<Parsed, Bad> {
     let id_field = options.id_field.as_deref().unwrap_or("id");
     let text_field = options.text_field.as_str();
     let (fields, replaced) = match std::str::from_utf8(bytes) {

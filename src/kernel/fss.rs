@@ -38,11 +38,13 @@
 //! [`super::variance::rel_mse_fss`].
 
 use super::bins::{self, CHUNK};
+use super::oph::{Densify, Oph};
 use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 #[cfg(target_arch = "x86_64")]
 use crate::arch::Avx512;
 use crate::arch::Dispatch;
 use crate::hash::mix64;
+use crate::window::WindowSource;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
@@ -138,6 +140,9 @@ pub struct Fss {
     round_shift: u32,
     /// The instruction set of the mixing loop (same output on every one).
     dispatch: Dispatch,
+    /// Round 0 is one-permutation hashing with `round_seeds[0]` as its mixing seed: this `Oph` (made with the
+    /// same seed, so its mixing seed is that same first xoshiro draw) streams it from text (see `sign_text`).
+    round0: Oph,
 }
 
 impl Fss {
@@ -156,6 +161,7 @@ impl Fss {
             frac_shift,
             round_shift: 32 - frac_shift,
             dispatch: Dispatch::detect(),
+            round0: Oph::new(num_perm, seed, Densify::Optimal),
         }
     }
 
@@ -168,6 +174,7 @@ impl Fss {
     /// code.
     pub fn with_dispatch(mut self, dispatch: Dispatch) -> Fss {
         self.dispatch = dispatch;
+        self.round0 = self.round0.with_dispatch(dispatch);
         self
     }
 
@@ -203,6 +210,15 @@ impl Fss {
             // SAFETY: bin = (hi32(h) * k) >> 32 < k = out.len() (asserted at the top), as hi32(h) < 2^32.
             unsafe { bins::min_update(packed, out) };
         }
+        self.later_rounds(ids, out)
+    }
+
+    /// Rounds 1 and on, given round 0's bins in `out` (filled or [`EMPTY`]); returns the rounds run, as
+    /// [`Fss::sign_counting_rounds`] does.
+    fn later_rounds(&self, ids: &[u64], out: &mut [u32]) -> usize {
+        let k = self.num_perm;
+        assert_eq!(out.len(), k, "output length must be num_perm");
+        let mut packed = [0u64; CHUNK];
         let mut filled = out.iter().filter(|&&v| v != EMPTY).count();
         let mut rounds = 1;
         // Rounds 1..k: random bins, counting the bins each round fills so the stop test is O(1).
@@ -280,6 +296,36 @@ impl Kernel for Fss {
         // The empty set leaves every slot EMPTY = u32::MAX: the defined empty signature.
         self.sign_counting_rounds(ids, out);
     }
+    /// The fused path: round 0 streamed from the text by `oph`'s raw sketch, which has the same bins and keeps
+    /// `min(lo32(h), EMPTY - 1)` per bin where round 0 keeps `lo32(h) >> B`. Shifting is monotone, so the
+    /// shifted minimum is the minimum of the shifted values (and the cap vanishes: `(EMPTY - 1) >> B =
+    /// EMPTY >> B` for B >= 1). When round 0 fills every bin that is the whole sketch (module docs); else the
+    /// text goes through the ids and every round, as `sign` does.
+    fn sign_text(
+        &self,
+        windows: &dyn WindowSource,
+        text: &str,
+        ids: &mut Vec<u64>,
+        out: &mut [u32],
+    ) -> bool {
+        if let Some(true) = self.round0.sign_raw_text(windows, text, out) {
+            let mut filled = true;
+            for v in out.iter_mut() {
+                if *v == EMPTY {
+                    filled = false;
+                } else {
+                    *v >>= self.frac_shift;
+                }
+            }
+            if !filled {
+                // Small sets: the later rounds need the ids; round 0 is done.
+                windows.window_ids(text, ids);
+                self.later_rounds(ids, out);
+            }
+            return false;
+        }
+        super::sign_via_ids(self, windows, text, ids, out)
+    }
 }
 
 #[cfg(test)]
@@ -298,6 +344,38 @@ mod tests {
             assert!(32 - b >= 16, "k={k}");
         }
         assert_eq!(Fss::round_bits(128), 8);
+    }
+
+    #[test]
+    fn fused_text_path_equals_signing_the_ids() {
+        use crate::shingle::{Normalization, ShingleKind, Shingler};
+        let base = "Fast similarity sketching fills k bins in rounds; round 0 is one-permutation hashing. ";
+        for kind in [
+            ShingleKind::Char(5),
+            ShingleKind::Byte(3),
+            ShingleKind::Char(8),
+        ] {
+            let shingler = Shingler::new(kind, Normalization::default(), 9);
+            for k in [1usize, 7, 64, 128, 200] {
+                let fss = Fss::new(k, 11);
+                // Texts from empty through sizes where round 0 leaves bins empty to sizes where it fills all.
+                for len in [0usize, 1, 4, 5, 9, 40, 300, 2000, 9000] {
+                    let text: String = base.chars().cycle().take(len).collect();
+                    let text = format!("{text}{len}\u{e9}");
+                    let mut ids = Vec::new();
+                    shingler.hashes(&text, &mut ids);
+                    let mut want = vec![0u32; k];
+                    fss.sign(&ids, &mut want);
+                    let mut got = vec![0u32; k];
+                    let empty = fss.sign_text(&shingler, &text, &mut Vec::new(), &mut got);
+                    assert_eq!(got, want, "{kind:?} k={k} len={len}");
+                    assert_eq!(empty, ids.is_empty());
+                }
+                let mut got = vec![0u32; k];
+                assert!(fss.sign_text(&shingler, "", &mut Vec::new(), &mut got));
+                assert!(got.iter().all(|&v| v == u32::MAX));
+            }
+        }
     }
 
     #[test]

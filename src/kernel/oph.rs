@@ -623,6 +623,35 @@ impl Oph {
         }
     }
 
+    /// The raw sketch of `text`'s windows, streamed from the text without collecting ids (the fused path), when
+    /// AVX-512 runs and `windows` can stream this text: `Some(whether any window arrived)`. `None` otherwise,
+    /// and `bins` is then to be ignored. Equal to [`Oph::sign_raw`] of the window ids.
+    pub fn sign_raw_text(
+        &self,
+        windows: &dyn WindowSource,
+        text: &str,
+        bins: &mut [u32],
+    ) -> Option<bool> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = self.dispatch.avx512() {
+            assert_eq!(bins.len(), self.num_perm, "output length must be num_perm");
+            bins.fill(EMPTY);
+            let mut sink = RawSketchSink {
+                token,
+                binner: Binner::new(bins.len()),
+                bins,
+                seed: self.mix_seed,
+                any: false,
+            };
+            if windows.stream_windows(text, &mut sink) {
+                return Some(sink.any);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (windows, text, bins);
+        None
+    }
+
     /// The OPH estimator on two raw sketches: `N_match / (k - N_empty)`, where `N_empty` counts bins empty in
     /// both and `N_match` bins non-empty and equal in both. 0 when every bin is empty in both.
     pub fn estimate_raw(a: &[u32], b: &[u32]) -> f64 {
@@ -718,26 +747,13 @@ impl Kernel for Oph {
         ids: &mut Vec<u64>,
         out: &mut [u32],
     ) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(token) = self.dispatch.avx512() {
-            assert_eq!(out.len(), self.num_perm, "output length must be num_perm");
-            out.fill(EMPTY);
-            let mut sink = RawSketchSink {
-                token,
-                binner: Binner::new(out.len()),
-                bins: out,
-                seed: self.mix_seed,
-                any: false,
-            };
-            if windows.stream_windows(text, &mut sink) {
-                let any = sink.any;
-                if any {
-                    self.densify(out);
-                } else {
-                    out.fill(u32::MAX);
-                }
-                return !any;
+        if let Some(any) = self.sign_raw_text(windows, text, out) {
+            if any {
+                self.densify(out);
+            } else {
+                out.fill(u32::MAX);
             }
+            return !any;
         }
         super::sign_via_ids(self, windows, text, ids, out)
     }

@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Whole-process A/B timing (BENCHMARKING.md §11): runs each command N times, alternating between them, and
+prints the median wall time and the median CPU time (user + sys of the child, from wait4) of each, and the
+ratios of the first command to the others.
+
+    python3 experiments/textpath/ab.py 15 '["/tmp/lshbench-base", "sketch", ...]' '["target/release/lshbench", "sketch", ...]'
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def main():
+    runs = int(sys.argv[1])
+    cmds = [json.loads(a) for a in sys.argv[2:]]
+    wall = [[] for _ in cmds]
+    cpu = [[] for _ in cmds]
+    for _ in range(runs):
+        for i, cmd in enumerate(cmds):
+            t0 = time.perf_counter()
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _, status, usage = os.wait4(p.pid, 0)
+            wall[i].append(time.perf_counter() - t0)
+            cpu[i].append(usage.ru_utime + usage.ru_stime)
+            if status != 0:
+                sys.exit(f"failed: {' '.join(cmd)}")
+    med = statistics.median
+    for i, cmd in enumerate(cmds):
+        print(f"[{i}] wall median {med(wall[i]) * 1e3:.1f} ms (min {min(wall[i]) * 1e3:.1f}), "
+              f"cpu median {med(cpu[i]) * 1e3:.1f} ms (min {min(cpu[i]) * 1e3:.1f})  {' '.join(cmd)}")
+    for i in range(1, len(cmds)):
+        print(f"[0]/[{i}]: wall {med(wall[0]) / med(wall[i]):.2f}x, cpu {med(cpu[0]) / med(cpu[i]):.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,561 @@
+//! The fast path of the JSONL reader: finds and unescapes the id and text fields of one line with `memchr`,
+//! without serde_json's general machinery and with one exactly sized allocation per field.
+//!
+//! It accepts only the plain shape almost every corpus line has: an object whose keys have no escapes, whose
+//! values are strings, short plain numbers, `true`, `false` or `null`, with spaces between tokens, valid UTF-8
+//! and no raw control byte anywhere in the line. Everything else (invalid UTF-8, nested values, a duplicate id
+//! or text field, a number or other non-string as id or text, lone surrogates, unusual escapes, exponents,
+//! tabs between tokens, a syntax error, a missing text field) returns `None`, and the reader parses the line
+//! with serde_json, which then decides and words any error. So the fast path changes speed, never results:
+//! whenever it answers, serde_json would have answered the same (checked by the differential test below).
+
+use memchr::memchr2;
+
+/// The id (if present) and the text of `line`, or `None` when the line needs the general parser.
+/// `id_field` and `text_field` are compared as serde_json's path compares them: the text field first, so a
+/// field named by both is the text.
+pub(super) fn parse_fast(
+    line: &[u8],
+    id_field: &str,
+    text_field: &str,
+) -> Option<(Option<String>, String)> {
+    // One pass each over the line: no raw control byte (JSON forbids them inside strings, and tabs or CRs
+    // between tokens are rare enough to leave to serde_json), and valid UTF-8 (serde_json's own path repairs
+    // or rejects invalid bytes and names the field).
+    if has_control_byte(line) {
+        return None;
+    }
+    let s = std::str::from_utf8(line).ok()?;
+    let b = s.as_bytes();
+    let mut p = Cursor { b, pos: 0 };
+    p.skip_spaces();
+    p.expect(b'{')?;
+    p.skip_spaces();
+    let mut id: Option<String> = None;
+    let mut text: Option<String> = None;
+    if p.peek()? == b'}' {
+        return None; // no text field: serde_json words the error
+    }
+    loop {
+        p.expect(b'"')?;
+        let key_start = p.pos;
+        let rel = memchr2(b'"', b'\\', &b[key_start..])?;
+        if b[key_start + rel] != b'"' {
+            return None; // an escaped key
+        }
+        let key = &s[key_start..key_start + rel];
+        p.pos = key_start + rel + 1;
+        p.skip_spaces();
+        p.expect(b':')?;
+        p.skip_spaces();
+        let slot = if key == text_field {
+            Some(&mut text)
+        } else if key == id_field {
+            Some(&mut id)
+        } else {
+            None
+        };
+        match slot {
+            Some(slot) => {
+                if slot.is_some() || p.peek()? != b'"' {
+                    return None; // a duplicate, or not a string: serde_json words the error
+                }
+                let (value, end) = string(s, p.pos + 1, true)?;
+                *slot = Some(value);
+                p.pos = end;
+            }
+            None => p.skip_value(s)?,
+        }
+        p.skip_spaces();
+        match p.peek()? {
+            b',' => {
+                p.pos += 1;
+                p.skip_spaces();
+            }
+            b'}' => {
+                p.pos += 1;
+                break;
+            }
+            _ => return None,
+        }
+    }
+    p.skip_spaces();
+    if p.pos != b.len() {
+        return None;
+    }
+    Some((id, text?))
+}
+
+/// Whether any byte is below 0x20. Written as an OR over fixed-size chunks so it compiles to vector code.
+fn has_control_byte(line: &[u8]) -> bool {
+    let mut chunks = line.chunks_exact(32);
+    let mut acc = false;
+    for c in &mut chunks {
+        acc |= c.iter().fold(0u8, |a, &x| a | (x < 0x20) as u8) != 0;
+        if acc {
+            return true;
+        }
+    }
+    chunks.remainder().iter().any(|&x| x < 0x20)
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    fn expect(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.pos += 1)
+    }
+
+    fn skip_spaces(&mut self) {
+        while self.b.get(self.pos) == Some(&b' ') {
+            self.pos += 1;
+        }
+    }
+
+    /// Skips the value of a field that is neither id nor text: a string, a plain number, `true`, `false` or
+    /// `null`. Anything else (arrays, objects, exponents, long numbers) is left to serde_json.
+    fn skip_value(&mut self, s: &str) -> Option<()> {
+        match self.peek()? {
+            b'"' => {
+                let (_, end) = string(s, self.pos + 1, false)?;
+                self.pos = end;
+            }
+            b't' => self.literal(b"true")?,
+            b'f' => self.literal(b"false")?,
+            b'n' => self.literal(b"null")?,
+            b'-' | b'0'..=b'9' => self.number()?,
+            _ => return None,
+        }
+        Some(())
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if self.b[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?` of at most 18 bytes; exponents and longer numbers go to serde_json.
+    fn number(&mut self) -> Option<()> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek()? {
+            b'0' => self.pos += 1,
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            let before = self.pos;
+            self.digits();
+            if self.pos == before {
+                return None;
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E' | b'0'..=b'9')) || self.pos - start > 18 {
+            return None;
+        }
+        Some(())
+    }
+
+    fn digits(&mut self) {
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.pos += 1;
+        }
+    }
+}
+
+/// The string starting at byte `start` (just after its opening quote) of `s`, unescaped when `keep` (else an
+/// empty string), and the position after its closing quote. `None` for an unterminated string or an escape
+/// this path does not handle (an invalid escape or a lone surrogate, which serde_json reports).
+///
+/// Texts escape often (a mail body has a `\n` or `\"` every 25 bytes or so), so the copy runs 8 bytes at a
+/// time: each word is stored whole and the output advances only past the bytes before the first quote or
+/// backslash in it (found with a SWAR test), instead of one search call and one copy call per escape.
+fn string(s: &str, start: usize, keep: bool) -> Option<(String, usize)> {
+    let b = s.as_bytes();
+    if !keep {
+        let mut pos = start;
+        loop {
+            pos += memchr2(b'"', b'\\', &b[pos..])?;
+            if b[pos] == b'"' {
+                return Some((String::new(), pos + 1));
+            }
+            pos += escape(&b[pos..])?.1;
+        }
+    }
+    // The unescaped string is never longer than the escaped one, so `rest + 8` bytes hold it and the last
+    // whole-word store.
+    let mut out = vec![0u8; b.len() - start + 8];
+    let (mut o, mut pos) = (0usize, start);
+    loop {
+        while pos + 8 <= b.len() {
+            let word: [u8; 8] = b[pos..pos + 8].try_into().expect("8 bytes");
+            out[o..o + 8].copy_from_slice(&word);
+            let special = special_bytes(u64::from_le_bytes(word));
+            if special != 0 {
+                let k = special.trailing_zeros() as usize / 8;
+                o += k;
+                pos += k;
+                break;
+            }
+            o += 8;
+            pos += 8;
+        }
+        while pos < b.len() && b[pos] != b'"' && b[pos] != b'\\' {
+            out[o] = b[pos];
+            o += 1;
+            pos += 1;
+        }
+        match b.get(pos)? {
+            b'"' => {
+                out.truncate(o);
+                // The bytes are the line's own (valid UTF-8, cut only at ASCII quotes and backslashes) and
+                // whole encoded chars, so this check always passes.
+                return Some((String::from_utf8(out).ok()?, pos + 1));
+            }
+            _ => {
+                let (c, len) = escape(&b[pos..])?;
+                o += c.encode_utf8(&mut out[o..o + 4]).len();
+                pos += len;
+            }
+        }
+    }
+}
+
+/// A word with the high bit set in the lowest byte that is `"` or `\` (bytes above it may be flagged too:
+/// the classic has-zero-byte test, exact up to its first hit).
+#[inline(always)]
+fn special_bytes(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    zero(w ^ (ONES * b'"' as u64)) | zero(w ^ (ONES * b'\\' as u64))
+}
+
+/// Decodes the escape at the start of `e` (which starts with a backslash): the character and the bytes used.
+fn escape(e: &[u8]) -> Option<(char, usize)> {
+    let c = match *e.get(1)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let hi = hex4(e.get(2..6)?)?;
+            return match hi {
+                0xD800..=0xDBFF => {
+                    if e.get(6..8)? != b"\\u" {
+                        return None;
+                    }
+                    let lo = hex4(e.get(8..12)?)?;
+                    if !(0xDC00..=0xDFFF).contains(&lo) {
+                        return None;
+                    }
+                    let cp = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                    Some((char::from_u32(cp)?, 12))
+                }
+                0xDC00..=0xDFFF => None,
+                _ => Some((char::from_u32(hi)?, 6)),
+            };
+        }
+        _ => return None,
+    };
+    Some((c, 2))
+}
+
+fn hex4(h: &[u8]) -> Option<u32> {
+    h.iter().try_fold(0u32, |acc, &d| {
+        let v = (d as char).to_digit(16)?;
+        Some(acc << 4 | v)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reader::{ReaderOptions, parse_json_serde};
+    use super::parse_fast;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+    use rand_xoshiro::rand_core::{Rng, SeedableRng};
+
+    /// The fast path must agree with serde_json on every line it answers: serde_json accepts the line, with
+    /// the same id and text and no replacement. Lines the fast path declines go to serde_json unchanged.
+    fn check(line: &[u8], id_field: Option<&str>, text_field: &str) -> bool {
+        let options = ReaderOptions {
+            id_field: id_field.map(str::to_string),
+            text_field: text_field.to_string(),
+            ..ReaderOptions::default()
+        };
+        let fast = parse_fast(line, id_field.unwrap_or("id"), text_field);
+        let Some((id, text)) = fast else {
+            return false;
+        };
+        match parse_json_serde(line, 1, &options) {
+            Ok(p) => {
+                assert_eq!(
+                    (p.id.as_deref(), p.text.as_str(), p.replaced),
+                    (id.as_deref(), text.as_str(), false),
+                    "line {:?}",
+                    String::from_utf8_lossy(line)
+                );
+            }
+            Err(_) => panic!(
+                "the fast path accepted a line serde_json rejects: {:?}",
+                String::from_utf8_lossy(line)
+            ),
+        }
+        true
+    }
+
+    #[test]
+    fn plain_lines_take_the_fast_path() {
+        let cases: &[(&str, Option<(&str, &str)>)] = &[
+            (r#"{"id": "a", "text": "hello"}"#, Some(("a", "hello"))),
+            (
+                r#"{"text":"x\ny\"z\\w\/\u00e9\ud83d\ude00","id":"q"}"#,
+                None,
+            ),
+            (
+                r#"  { "text" : "" , "n": -1.25, "b": true, "z": null }  "#,
+                None,
+            ),
+        ];
+        for (line, want) in cases {
+            assert!(check(line.as_bytes(), None, "text"), "{line}");
+            let (id, text) = parse_fast(line.as_bytes(), "id", "text").unwrap();
+            if let Some((want_id, want_text)) = want {
+                assert_eq!((id.as_deref(), text.as_str()), (Some(*want_id), *want_text));
+            }
+        }
+        let (_, text) = parse_fast(
+            br#"{"text":"x\ny\"z\\w\/\u00e9\ud83d\ude00"}"#,
+            "id",
+            "text",
+        )
+        .unwrap();
+        assert_eq!(text, "x\ny\"z\\w/\u{e9}\u{1f600}");
+    }
+
+    #[test]
+    fn unusual_lines_go_to_serde() {
+        for line in [
+            r#"{"id": 7, "text": "a"}"#,     // numeric id: serde formats it
+            r#"{"text": "a", "text": "b"}"#, // duplicate
+            r#"{"te\u0078t": "a"}"#,         // escaped key
+            r#"{"meta": {"text": "no"}, "text": "a"}"#, // nested value before the field
+            r#"{"text": "\ud800"}"#,         // lone surrogate
+            r#"{"text": "a", "n": 1e5}"#,    // exponent
+            "{\"text\":\t\"a\"}",            // tab between tokens
+            r#"{"text": "a"} x"#,            // trailing garbage
+            r#"{"text": "a",}"#,             // trailing comma
+            r#"{"id": "a"}"#,                // no text
+            r#"["text", "a"]"#,              // not an object
+        ] {
+            assert!(
+                parse_fast(line.as_bytes(), "id", "text").is_none(),
+                "{line}"
+            );
+        }
+        assert!(parse_fast(b"{\"text\": \"a\xff\"}", "id", "text").is_none());
+    }
+
+    /// A random JSON-ish line built from fragments. Half the lines are "clean" (a well-formed object with
+    /// the usual fields, values drawn from valid fragments), so the fast path answers many of them; the rest
+    /// draw from every fragment, valid, slightly wrong or unusual. Either may then be cut or get a stray byte.
+    fn random_line(rng: &mut Xoshiro256PlusPlus) -> Vec<u8> {
+        const KEYS: &[&str] = &[
+            "id",
+            "text",
+            "body",
+            "idx",
+            "",
+            "te\\u0078t",
+            "i\\nd",
+            "text ",
+            "ID",
+            "\u{e9}",
+        ];
+        const PIECES: &[&str] = &[
+            "a",
+            "hello world",
+            "\\n",
+            "\\t",
+            "\\\"",
+            "\\\\",
+            "\\/",
+            "\\b",
+            "\\f",
+            "\\r",
+            "\\u0041",
+            "\\u00e9",
+            "\\uD83D\\uDE00",
+            "\\u0000",
+            "\u{e9}",
+            "\u{1f600}",
+            "}",
+            "{",
+            ",",
+            ":",
+            "[",
+            " ",
+            // The unusual ones, from here on.
+            "\\ud800",
+            "\\udc00",
+            "\\ud800\\u0041",
+            "\\ud800x",
+            "\\x",
+            "\\u12",
+            "\\uZZZZ",
+            "\t",
+            "\u{1}",
+            "\\",
+            "\"",
+        ];
+        const PLAIN_PIECES: usize = 22;
+        const VALUES: &[&str] = &[
+            "0",
+            "-0",
+            "12",
+            "-3.5",
+            "true",
+            "false",
+            "null",
+            "\"\"",
+            "123456789012345678",
+            // The unusual ones, from here on.
+            "01",
+            "1.",
+            "-",
+            "1e5",
+            "2E-3",
+            "1.5e400",
+            "123456789012345678901",
+            "nul",
+            "tru",
+            "[]",
+            "[1, \"a\"]",
+            "{}",
+            "{\"text\": \"in\"}",
+            "[{\"a\": [\"}\"]}]",
+            "NaN",
+        ];
+        const PLAIN_VALUES: usize = 9;
+        const SPACES: &[&str] = &["", "", "", " ", "  ", "\t", "\r", "\n"];
+        let mut pick = |n: usize| (rng.next_u64() % n as u64) as usize;
+        let clean = pick(2) == 0;
+        // In a clean line: only plain fragments, and no syntax slips.
+        let slip =
+            |pick: &mut dyn FnMut(usize) -> usize, one_in: usize| !clean && pick(one_in) == 0;
+        let space = |pick: &mut dyn FnMut(usize) -> usize| {
+            SPACES[pick(if clean { 5 } else { SPACES.len() })]
+        };
+        let mut line = String::new();
+        line.push_str(space(&mut pick));
+        if !slip(&mut pick, 40) {
+            line.push('{');
+        }
+        let fields = if clean { 1 + pick(4) } else { pick(5) };
+        let text_at = pick(fields.max(1));
+        for f in 0..fields {
+            if f > 0 && !slip(&mut pick, 30) {
+                line.push(',');
+            }
+            line.push_str(space(&mut pick));
+            line.push('"');
+            let key = if clean && f == text_at {
+                "text"
+            } else if clean {
+                KEYS[pick(4)]
+            } else {
+                KEYS[pick(KEYS.len())]
+            };
+            line.push_str(key);
+            line.push('"');
+            line.push_str(space(&mut pick));
+            if !slip(&mut pick, 30) {
+                line.push(':');
+            }
+            line.push_str(space(&mut pick));
+            if pick(3) == 0 && !(clean && key == "text") {
+                line.push_str(VALUES[pick(if clean { PLAIN_VALUES } else { VALUES.len() })]);
+            } else {
+                line.push('"');
+                for _ in 0..pick(6) {
+                    let piece = if clean {
+                        PIECES[pick(PLAIN_PIECES)]
+                    } else if pick(3) == 0 {
+                        PIECES[pick(PIECES.len())]
+                    } else {
+                        PIECES[pick(3)]
+                    };
+                    line.push_str(piece);
+                }
+                if !slip(&mut pick, 30) {
+                    line.push('"');
+                }
+            }
+            line.push_str(space(&mut pick));
+        }
+        if slip(&mut pick, 30) {
+            line.push(',');
+        }
+        if !slip(&mut pick, 40) {
+            line.push('}');
+        }
+        line.push_str(space(&mut pick));
+        if slip(&mut pick, 40) {
+            line.push('x');
+        }
+        let mut bytes = line.into_bytes();
+        match pick(20) {
+            0 if !bytes.is_empty() => {
+                let at = pick(bytes.len());
+                bytes.truncate(at); // cut anywhere, even inside a multi-byte character
+            }
+            1 if !bytes.is_empty() => {
+                let at = pick(bytes.len());
+                bytes.insert(at, [0xff, 0xc3, 0x80][pick(3)]); // invalid or stray UTF-8
+            }
+            _ => {}
+        }
+        bytes
+    }
+
+    #[test]
+    fn agrees_with_serde_on_generated_lines() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(13);
+        let settings: &[(Option<&str>, &str)] = &[
+            (None, "text"),
+            (Some("idx"), "text"),
+            (Some("text"), "text"),
+            (Some("id"), "body"),
+        ];
+        let mut fast = 0usize;
+        let total = 200_000;
+        for n in 0..total {
+            let line = random_line(&mut rng);
+            let (id_field, text_field) = settings[n % settings.len()];
+            fast += check(&line, id_field, text_field) as usize;
+        }
+        // The generator makes plenty of lines the fast path answers, so the comparison above is not vacuous.
+        assert!(
+            fast > total / 20,
+            "only {fast} of {total} lines took the fast path"
+        );
+    }
+}
