@@ -8,8 +8,10 @@
 //!
 //! The work runs on the current rayon pool; the outputs do not depend on its size.
 
+pub mod external;
 #[cfg(feature = "parquet")]
 pub mod parquet;
+pub mod spill;
 pub mod state;
 
 use crate::corpus::{CorpusReader, ReadError, ReadStats};
@@ -117,6 +119,10 @@ pub enum DedupError {
         /// What the operating system said.
         cause: io::Error,
     },
+    /// The out-of-core run (`--memory-limit`) could not go on: the limit is too small, a spill file is damaged, or
+    /// the corpus changed between its two passes.
+    #[error(transparent)]
+    OutOfCore(#[from] external::OutOfCoreError),
     /// Writing an output file failed part-way.
     #[error("writing {}: {cause}", path.display())]
     Write {
@@ -224,6 +230,8 @@ pub struct DedupOptions {
     pub save: Option<PathBuf>,
     /// The files to write.
     pub outputs: DedupOutputs,
+    /// Run out of core under this memory limit ([`external`]); `None`: everything in memory.
+    pub memory_limit: Option<external::MemoryLimit>,
 }
 
 impl Default for DedupOptions {
@@ -241,6 +249,7 @@ impl Default for DedupOptions {
             load: None,
             save: None,
             outputs: DedupOutputs::default(),
+            memory_limit: None,
         }
     }
 }
@@ -353,6 +362,9 @@ pub fn run(
                 ),
             });
         }
+    }
+    if let Some(limit) = &options.memory_limit {
+        return external::run(reader, shingler, kernel, options, limit, choice, progress);
     }
     let params = StateParams::new(kernel, shingler, options.seed);
     let mut corpus = Corpus::default();
