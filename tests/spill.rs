@@ -115,6 +115,18 @@ fn run(
 }
 
 fn assert_identical(input: &Path, shingle: &str, base: DedupOptions, threads: usize) {
+    assert_identical_with(input, shingle, base, threads, Some(300));
+}
+
+/// `run_records`: records per sorted run (`Some`: also forces the band keys and the verification records to
+/// disk), or `None` (sized from the limit: everything fits in memory here).
+fn assert_identical_with(
+    input: &Path,
+    shingle: &str,
+    base: DedupOptions,
+    threads: usize,
+    run_records: Option<usize>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let (mem, ooc, spill) = (
         dir.path().join("mem"),
@@ -130,7 +142,7 @@ fn assert_identical(input: &Path, shingle: &str, base: DedupOptions, threads: us
             bytes: 8 << 30,
             tmp_dir: Some(spill.clone()),
             // A few hundred records per sorted run: every band and the pair list spill many runs.
-            run_records: Some(300),
+            run_records,
         }),
         ..base.clone()
     };
@@ -180,6 +192,14 @@ fn spilled_runs_match_the_in_memory_run_on_spamassassin() {
         "char:5",
         options(Verify::Estimate, GroupMode::Center, 5000),
         2,
+    );
+    // Nothing forced to disk: band keys and records in memory.
+    assert_identical_with(
+        &spamassassin(),
+        "char:5",
+        options(Verify::Exact, GroupMode::Components, 5000),
+        2,
+        None,
     );
     // A cap of 4 makes stars of the larger buckets and classes (pairs left out, counted in the summary).
     assert_identical(
