@@ -5,7 +5,8 @@ Usage: recall.py CORPUS.jsonl.gz TRUTH.csv PAIRS.csv LSHBENCH OUT.json [--cluste
        --threshold 0.5 --shingle word:3 --seed 42]
 
 Planted pairs are every pair of members of one planted cluster (base-copy and copy-copy). Their exact Jaccard
-needs the texts, so a seeded sample of clusters is taken: its documents are cut out of the corpus (ids are line
+needs the texts, so a seeded sample of clusters is taken (optionally only among clusters lying wholly within the
+first --prefix-lines lines, to read less of a large corpus): its documents are cut out of the corpus (ids are line
 numbers), `lshbench exact` gives the exact word-shingle Jaccard of every sample pair with J >= 0.05, and a planted
 pair counts as a true near-duplicate when J >= threshold. Recall = the share of those the dedup run reported as
 a verified pair (PAIRS.csv); the prediction is the mean of the S-curve P(J) = 1 - (1 - J^r)^b over the same
@@ -21,6 +22,8 @@ ap.add_argument("--clusters", type=int, default=4000)
 ap.add_argument("--bands", type=int, default=42); ap.add_argument("--rows", type=int, default=3)
 ap.add_argument("--threshold", type=float, default=0.5); ap.add_argument("--shingle", default="word:3")
 ap.add_argument("--seed", type=int, default=42)
+ap.add_argument("--prefix-lines", type=int, default=None,
+                help="sample only clusters whose members all lie in the first this many lines (reads less)")
 a = ap.parse_args()
 
 members = defaultdict(list)
@@ -28,16 +31,20 @@ with open(a.truth) as f:
     for row in csv.DictReader(f):
         members[int(row["cluster"])].append(int(row["id"]))
 rng = random.Random(7)
-chosen = rng.sample(sorted(members), min(a.clusters, len(members)))
+eligible = sorted(c for c, m in members.items() if a.prefix_lines is None or max(m) < a.prefix_lines)
+chosen = rng.sample(eligible, min(a.clusters, len(eligible)))
 want = {d for c in chosen for d in members[c]}
 planted = [(min(x, y), max(x, y)) for c in chosen for i, x in enumerate(members[c]) for y in members[c][i + 1:]]
 
 with tempfile.TemporaryDirectory() as tmp:
     sample = os.path.join(tmp, "sample.jsonl")
     with gzip.open(a.corpus, "rt", encoding="utf-8") as f, open(sample, "w", encoding="utf-8") as out:
+        last = max(want)
         for line_no, line in enumerate(f):
             if line_no in want:
                 out.write(line)
+            if line_no >= last:
+                break
     exact = os.path.join(tmp, "exact.csv")
     subprocess.run([a.lshbench, "exact", "--input", sample, "--shingle", a.shingle, "--seed", str(a.seed),
                     "--threshold", "0.05", "--output", exact], check=True, stdout=subprocess.DEVNULL)
@@ -64,7 +71,7 @@ se = math.sqrt(max(recall * (1 - recall), 1 / n) / n)
 res = {
     "clusters_sampled": len(chosen), "planted_pairs": len(planted), "planted_pairs_at_or_above_t": n,
     "found": hit, "recall": recall, "recall_standard_error": se, "scurve_prediction": predicted,
-    "threshold": a.threshold, "bands": a.bands, "rows": a.rows,
+    "prefix_lines": a.prefix_lines, "threshold": a.threshold, "bands": a.bands, "rows": a.rows,
     "false_reports_in_sample": sum(1 for q in found if jac.get(q, 0.0) < a.threshold),
 }
 json.dump(res, open(a.out, "w"), indent=1)

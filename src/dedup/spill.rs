@@ -344,8 +344,8 @@ impl<'d, R: Record> Sorter<'d, R> {
             runs: std::mem::take(&mut self.runs),
         };
         m.memory_head = m.memory.next();
-        for i in 0..m.sources.len() {
-            if let Some(r) = m.sources[i].next_record()? {
+        for (i, source) in m.sources.iter_mut().enumerate() {
+            if let Some(r) = source.next_record()? {
                 m.heap.push(std::cmp::Reverse((r, i)));
             }
         }
