@@ -8,8 +8,10 @@
 //!
 //! The work runs on the current rayon pool; the outputs do not depend on its size.
 
+pub mod external;
 #[cfg(feature = "parquet")]
 pub mod parquet;
+pub mod spill;
 pub mod state;
 
 use crate::corpus::{CorpusReader, ReadError, ReadStats};
@@ -115,6 +117,10 @@ pub enum DedupError {
     /// An output file could not be created, written or renamed into place (the message names it).
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// The out-of-core run (`--memory-limit`) could not go on: the limit is too small, a spill file is damaged, or
+    /// the corpus changed between its two passes.
+    #[error(transparent)]
+    OutOfCore(#[from] external::OutOfCoreError),
 }
 
 /// The banding a run uses and why.
@@ -214,6 +220,8 @@ pub struct DedupOptions {
     pub save: Option<PathBuf>,
     /// The files to write.
     pub outputs: DedupOutputs,
+    /// Run out of core under this memory limit ([`external`]); `None`: everything in memory.
+    pub memory_limit: Option<external::MemoryLimit>,
 }
 
 impl Default for DedupOptions {
@@ -231,6 +239,7 @@ impl Default for DedupOptions {
             load: None,
             save: None,
             outputs: DedupOutputs::default(),
+            memory_limit: None,
         }
     }
 }
@@ -350,6 +359,9 @@ pub fn run(
                 ),
             }));
         }
+    }
+    if let Some(limit) = &options.memory_limit {
+        return external::run(reader, shingler, kernel, options, limit, choice, progress);
     }
     let params = StateParams::new(kernel, shingler, options.seed);
     let mut corpus = Corpus::default();

@@ -74,6 +74,19 @@ pub struct DedupArgs {
     /// Save the signatures of every document (loaded and new) for a later --load.
     #[arg(long, value_name = "STATE")]
     pub save: Option<PathBuf>,
+    /// Run out of core under this peak memory: SIZE like 4G, 512M or 1.5G (powers of 1024). Band keys spill to
+    /// disk in sorted runs, the corpus is read a second time for the documents of candidate pairs, and the outputs
+    /// are those of the in-memory run. Refused with --load, --save and --kept. A limit below what must stay
+    /// resident (ids and a few dozen bytes per document) stops the run with an error.
+    #[arg(long, value_name = "SIZE", value_parser = dedup::external::parse_size)]
+    pub memory_limit: Option<u64>,
+    /// Directory for the spill files of --memory-limit (a fresh subdirectory, deleted at the end) [default: the
+    /// system temp dir].
+    #[arg(long, value_name = "DIR", requires = "memory_limit")]
+    pub tmp_dir: Option<PathBuf>,
+    /// Test knob: records per sorted spill run (forces spilling on a small corpus).
+    #[arg(long, hide = true, requires = "memory_limit")]
+    pub spill_run_records: Option<usize>,
     /// Worker threads (default: all logical CPUs; at most 1024).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -100,6 +113,11 @@ impl DedupArgs {
                 group_report: self.group_report.clone(),
                 kept: self.kept.clone(),
             },
+            memory_limit: self.memory_limit.map(|bytes| dedup::external::MemoryLimit {
+                bytes,
+                tmp_dir: self.tmp_dir.clone(),
+                run_records: self.spill_run_records,
+            }),
         }
     }
 }

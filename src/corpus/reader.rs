@@ -410,6 +410,12 @@ impl CorpusReader {
         &self.path
     }
 
+    /// A fresh reader over the same path with the same options, from the first record (for a second pass over
+    /// the corpus, as out-of-core dedup makes).
+    pub fn reopen(&self) -> Result<CorpusReader, ReadError> {
+        CorpusReader::open(&self.path, &self.options)
+    }
+
     /// Reads the next record: `Ok(None)` at the end, `Ok(Some(Err(bad)))` for a malformed record.
     fn next_record(&mut self) -> Result<Option<Result<Parsed, Bad>>, ReadError> {
         let options = &self.options;

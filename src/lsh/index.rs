@@ -370,7 +370,7 @@ pub fn batch_candidates_limited(
 
 /// Emits the pairs across `classes` (and within a single class when only one is given) as `a << 32 | b`,
 /// a < b. Over the cap, emits a star from the first document instead and returns how many pairs it left out.
-fn emit_group(classes: &[&[u32]], cap: usize, out: &mut Vec<u64>) -> u64 {
+pub(crate) fn emit_group(classes: &[&[u32]], cap: usize, out: &mut Vec<u64>) -> u64 {
     let pack = |a: u32, b: u32| {
         let (a, b) = if a < b { (a, b) } else { (b, a) };
         (a as u64) << 32 | b as u64
