@@ -418,6 +418,8 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
             "signing speed (million ids/s, one thread)",
             "relative MSE",
         );
+        // Speeds span two orders of magnitude (scalar MinHash to the fused one-permutation loop).
+        c.x_log2 = true;
         for s in &speed {
             if let Some(r) = rows.iter().find(|r| {
                 r.kernel == s.kernel
