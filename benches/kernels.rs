@@ -6,6 +6,10 @@
 //! - `<kernel>/corpus/k128/<n>t`: the SpamAssassin bodies, char:5, k = 128, on a rayon pool of n threads
 //!   (n = 1 for every kernel, n = 2 as well for `simd` and `oph-opt`).
 //!
+//! - `bbit/{pack,estimate_packed,estimate_unpacked}/b<B>`: b-bit slots of 1,000 `simd` signatures at k = 512:
+//!   packing them, and the corrected estimate of 999 neighbouring pairs from the packed words (the
+//!   XOR-and-fold count) and from the unpacked slots; throughput in signatures (pairs).
+//!
 //! Every kernel name is the first part of its benchmark names, so `cargo bench --bench kernels -- oph` runs one
 //! family. Before timing, the corpus bench checks its answers (memchr's habit): every kernel with a
 //! `same_output_as` entry in the registry (`simd`: `scalar`) equals it on every document, and 2 threads give the
@@ -290,10 +294,98 @@ fn cpu_time_report() {
     );
 }
 
+/// b-bit slots: packing and the corrected estimate, packed against unpacked. Before timing, the packed count
+/// is checked against the unpacked one on every pair.
+fn bbit_benches(c: &mut Criterion) {
+    use lshbench::kernel::bbit;
+    let k = 512;
+    let n = 1000;
+    let kern = make("simd", k);
+    let shingler = shingler();
+    let texts = corpus();
+    let mut sigs = vec![0u32; n * k];
+    let mut ids = Vec::new();
+    for (text, sig) in texts.iter().cycle().take(n).zip(sigs.chunks_mut(k)) {
+        shingler.hashes(text, &mut ids);
+        kern.sign(&ids, sig);
+    }
+    let mut g = c.benchmark_group("bbit");
+    for bits in [1u32, 4, 16] {
+        let mut packed = Vec::new();
+        for sig in sigs.chunks(k) {
+            bbit::pack(sig, bits, &mut packed);
+        }
+        let w = bbit::words(k, bits);
+        let cut: Vec<u32> = sigs.iter().map(|&v| v & bbit::mask(bits)).collect();
+        for i in 0..n - 1 {
+            let want = cut[i * k..(i + 1) * k]
+                .iter()
+                .zip(&cut[(i + 1) * k..(i + 2) * k])
+                .filter(|(a, b)| a == b)
+                .count();
+            let got = bbit::equal_slots_packed(
+                &packed[i * w..(i + 1) * w],
+                &packed[(i + 1) * w..(i + 2) * w],
+                k,
+                bits,
+            );
+            assert_eq!(got, want, "b = {bits}, pair {i}");
+        }
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(BenchmarkId::new("pack", format!("b{bits}")), |b| {
+            let mut out = Vec::with_capacity(n * w);
+            b.iter(|| {
+                out.clear();
+                for sig in sigs.chunks(k) {
+                    bbit::pack(sig, bits, &mut out);
+                }
+                out.len()
+            })
+        });
+        g.throughput(Throughput::Elements(n as u64 - 1));
+        g.bench_function(
+            BenchmarkId::new("estimate_packed", format!("b{bits}")),
+            |b| {
+                b.iter(|| {
+                    let mut sum = 0.0;
+                    for i in 0..n - 1 {
+                        let eq = bbit::equal_slots_packed(
+                            &packed[i * w..(i + 1) * w],
+                            &packed[(i + 1) * w..(i + 2) * w],
+                            k,
+                            bits,
+                        );
+                        sum += bbit::corrected(eq as f64 / k as f64, bits);
+                    }
+                    sum
+                })
+            },
+        );
+        g.bench_function(
+            BenchmarkId::new("estimate_unpacked", format!("b{bits}")),
+            |b| {
+                b.iter(|| {
+                    let mut sum = 0.0;
+                    for i in 0..n - 1 {
+                        let eq = cut[i * k..(i + 1) * k]
+                            .iter()
+                            .zip(&cut[(i + 1) * k..(i + 2) * k])
+                            .filter(|(a, b)| a == b)
+                            .count();
+                        sum += bbit::corrected(eq as f64 / k as f64, bits);
+                    }
+                    sum
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = config();
-    targets = doc_benches, corpus_benches
+    targets = doc_benches, corpus_benches, bbit_benches
 }
 
 fn main() {

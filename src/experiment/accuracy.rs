@@ -13,6 +13,12 @@
 //!   the binomial's fourth moment); for the other families the sample one, sqrt((mean e^4 - MSE^2)/c), as their
 //!   fourth moment has no closed form here.
 //! - the mean estimate is J (z-score over the sample standard error).
+//! - b-bit slots (a sweep's `bits`; the row's kernel reads `NAME/bB`): the corrected estimator
+//!   R = (P_hat - C)/(1 - C) is an affine map of the fraction of equal b-bit slots, so for classic MinHash (k
+//!   independent slots, each equal with probability P = C + (1 - C) J) its relative MSE is
+//!   P(1 - P) / ((1 - C)^2 J(1 - J)) and the standard error of the MSE is Ertl's with P in place of J
+//!   ([`predicted_rel_mse`]). For the other families a b-bit cell checks the bias only (their b-bit variance
+//!   has no closed form here).
 //! - a kernel whose registry entry says it reproduces another's signatures (`same_output_as`, e.g. `simd` and
 //!   `scalar`): on the same pairs their rows are identical.
 //!
@@ -26,6 +32,7 @@ use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::stats::{bonferroni_level, ertl_band_half_width, ertl_z, z_two_sided};
 use crate::corpus::pairs::{ElementKind, PairShape, PairSource};
+use crate::kernel::bbit::{self, BBit};
 use crate::kernel::{Kernel, KernelSpec, SketchFamily};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -151,14 +158,64 @@ pub fn measure(
     Ok(Moments { sum, sq, quad, isa })
 }
 
-/// The standard error of a relative MSE: Ertl's, from the binomial's fourth moment, for classic MinHash;
-/// the sample one (`mse_se` in relative units) for other families.
-fn rel_mse_se(family: SketchFamily, j: f64, k: usize, trials: usize, mse_se: f64) -> f64 {
-    if family == SketchFamily::Classic {
-        ertl_band_half_width(j, k, trials, 1.0)
-    } else {
-        mse_se / (j * (1.0 - j) / k as f64)
+/// The standard error of a relative MSE: Ertl's, from the binomial's fourth moment, for classic MinHash
+/// (with b < 32 bits: the binomial of P = C + (1 - C) J, scaled by the predicted relative MSE, since R is an
+/// affine map of it); the sample one (`mse_se` in relative units) for other families.
+fn rel_mse_se(
+    family: SketchFamily,
+    bits: u32,
+    j: f64,
+    k: usize,
+    trials: usize,
+    mse_se: f64,
+) -> f64 {
+    match (family, bits) {
+        (SketchFamily::Classic, 32) => ertl_band_half_width(j, k, trials, 1.0),
+        (SketchFamily::Classic, _) => {
+            let c = bbit::chance_collision(bits);
+            let p = c + (1.0 - c) * j;
+            let pred = bbit::variance(j, k, bits) / (j * (1.0 - j) / k as f64);
+            pred * ertl_band_half_width(p, k, trials, 1.0)
+        }
+        _ => mse_se / (j * (1.0 - j) / k as f64),
     }
+}
+
+/// What theory predicts for the relative MSE of `family` with `bits`-bit slots at union `union`, k slots and
+/// Jaccard `j`: the family's closed form at 32 bits; for classic MinHash with b < 32 bits the b-bit variance
+/// divided by J(1-J)/k; `None` where no closed form is known (other families with b < 32).
+pub fn predicted_rel_mse(
+    family: SketchFamily,
+    bits: u32,
+    union: usize,
+    k: usize,
+    j: f64,
+) -> Option<f64> {
+    match (family, bits) {
+        (_, 32) => family.predicted_rel_mse(union, k),
+        (SketchFamily::Classic, _) => Some(bbit::variance(j, k, bits) / (j * (1.0 - j) / k as f64)),
+        _ => None,
+    }
+}
+
+/// The name of `kernel` with `bits`-bit slots, as rows carry it: `NAME` at 32 bits, else `NAME/bB`.
+pub fn bits_name(kernel: &str, bits: u32) -> String {
+    if bits == 32 {
+        kernel.to_string()
+    } else {
+        format!("{kernel}/b{bits}")
+    }
+}
+
+/// Splits a row's kernel name into the registry name and the slot width (`simd/b4` -> (`simd`, 4)).
+pub fn split_bits(name: &str) -> (&str, u32) {
+    if let Some((base, b)) = name.rsplit_once("/b")
+        && let Ok(bits) = b.parse::<u32>()
+        && bbit::check_bits(bits).is_ok()
+    {
+        return (base, bits);
+    }
+    (name, 32)
 }
 
 /// The row of one cell from its moments.
@@ -182,8 +239,9 @@ pub fn row_of(
     let mse = m.sq / n;
     let rel = mse / (j * (1.0 - j) / k as f64);
     let mse_se = ((m.quad / n - mse * mse).max(0.0) / n).sqrt();
-    let pred = family.predicted_rel_mse(union, k).unwrap_or(f64::NAN);
-    let half = ertl_z() * rel_mse_se(family, j, k, trials, mse_se);
+    let bits = split_bits(kernel).1;
+    let pred = predicted_rel_mse(family, bits, union, k, j).unwrap_or(f64::NAN);
+    let half = ertl_z() * rel_mse_se(family, bits, j, k, trials, mse_se);
     AccuracyRow {
         kernel: kernel.to_string(),
         isa: m.isa.clone(),
@@ -217,6 +275,8 @@ pub(crate) struct Cell<'a> {
     pub(crate) elements: &'a str,
     pub(crate) union: usize,
     pub(crate) k: usize,
+    /// Slot width: 32, or b-bit slots through [`BBit`].
+    pub(crate) bits: u32,
 }
 
 fn run_cell(ctx: &Ctx, c: &Cell) -> Result<Vec<AccuracyRow>> {
@@ -236,11 +296,13 @@ fn run_cell(ctx: &Ctx, c: &Cell) -> Result<Vec<AccuracyRow>> {
                 &format!("{}|{}|{}|{}", c.elements, c.union, k, shape.both),
             );
             let started = Instant::now();
-            let build = |s: u64| deps::kernel_of(c.spec, k, s);
+            let build = |s: u64| -> Result<Box<dyn Kernel>> {
+                Ok(BBit::wrap(deps::kernel_of(c.spec, k, s)?, c.bits)?)
+            };
             let m = measure(&build, shape, kind, c.sweep.trials, seed)?;
             Ok(row_of(
                 ctx,
-                c.spec.name,
+                &bits_name(c.spec.name, c.bits),
                 c.spec.family,
                 c.elements,
                 target,
@@ -261,7 +323,7 @@ pub(crate) fn run_cells(ctx: &Ctx, cells: &[Cell]) -> Result<Vec<AccuracyRow>> {
         .par_iter()
         .map(|c| {
             let key = CellKey::new()
-                .with("kernel", c.spec.name)
+                .with("kernel", bits_name(c.spec.name, c.bits))
                 .with("elements", c.elements)
                 .with("union", c.union)
                 .with("k", c.k)
@@ -323,26 +385,46 @@ pub fn check(rows: &[AccuracyRow], checks: &mut Checks) -> Result<()> {
 pub fn check_in(registry: &[&KernelSpec], rows: &[AccuracyRow], checks: &mut Checks) -> Result<()> {
     let mut families = Vec::with_capacity(rows.len());
     for r in rows {
-        families.push(lookup(registry, &r.kernel)?.family);
+        let (base, bits) = split_bits(&r.kernel);
+        families.push((lookup(registry, base)?.family, bits));
     }
-    // The prediction from the family in the registry (not the row's copy), once per (family, union, k).
+    // The prediction from the family in the registry (not the row's copy), once per (family, union, k) at
+    // full width (the b-bit predictions depend on J too and are cheap).
     let mut predicted: HashMap<(String, usize, usize), Option<f64>> = HashMap::new();
     let mut checked = Vec::new();
-    for (r, &family) in rows.iter().zip(&families) {
-        let pred = *predicted
-            .entry((family.name().to_string(), r.union, r.num_perm))
-            .or_insert_with(|| family.predicted_rel_mse(r.union, r.num_perm));
+    for (r, &(family, bits)) in rows.iter().zip(&families) {
+        let pred = if bits == 32 {
+            *predicted
+                .entry((family.name().to_string(), r.union, r.num_perm))
+                .or_insert_with(|| family.predicted_rel_mse(r.union, r.num_perm))
+        } else {
+            predicted_rel_mse(family, bits, r.union, r.num_perm, r.jaccard)
+        };
         if let Some(pred) = pred {
-            checked.push((r, family, pred));
+            checked.push((r, family, bits, pred));
         }
     }
+    // Bias is checked on every row, predicted or not (b-bit slots of every family are unbiased).
+    let unpredicted: Vec<&AccuracyRow> = rows
+        .iter()
+        .zip(&families)
+        .filter(|(r, (family, bits))| {
+            *bits != 32
+                && predicted_rel_mse(*family, *bits, r.union, r.num_perm, r.jaccard).is_none()
+        })
+        .map(|(r, _)| r)
+        .collect();
     // Bonferroni over every checked cell (two tests each) keeps the whole run's false-alarm rate at 0.1%; where
     // that band is narrower than Ertl's (few cells) Ertl's z = 3.89 is used, as his protocol states.
-    let z = z_two_sided(bonferroni_level(1e-3, 2 * checked.len().max(1))).max(ertl_z());
+    let z = z_two_sided(bonferroni_level(
+        1e-3,
+        (2 * checked.len() + unpredicted.len()).max(1),
+    ))
+    .max(ertl_z());
     let mut bad_mse = Vec::new();
     let mut bad_bias = Vec::new();
-    for &(r, family, pred) in &checked {
-        let se = rel_mse_se(family, r.jaccard, r.num_perm, r.trials, r.mse_se);
+    for &(r, family, bits, pred) in &checked {
+        let se = rel_mse_se(family, bits, r.jaccard, r.num_perm, r.trials, r.mse_se);
         if (r.rel_mse - pred).abs() > z * se {
             bad_mse.push(format!(
                 "{} {} u={} k={} J={:.3}: rel MSE {:.3}, predicted {:.3} +- {:.3}",
@@ -356,6 +438,12 @@ pub fn check_in(registry: &[&KernelSpec], rows: &[AccuracyRow], checks: &mut Che
                 z * se
             ));
         }
+    }
+    for r in checked
+        .iter()
+        .map(|c| c.0)
+        .chain(unpredicted.iter().copied())
+    {
         let sd = (r.mse - r.bias * r.bias).max(0.0).sqrt();
         let se = sd / (r.trials as f64).sqrt();
         if r.bias.abs() > z * se.max(1e-12) {
@@ -371,14 +459,13 @@ pub fn check_in(registry: &[&KernelSpec], rows: &[AccuracyRow], checks: &mut Che
             ));
         }
     }
-    let summary = |bad: &[String]| {
+    let summary = |bad: &[String], n: usize| {
         if bad.is_empty() {
-            format!("all {} predicted cells agree (z = {z:.2})", checked.len())
+            format!("all {n} predicted cells agree (z = {z:.2})")
         } else {
             format!(
-                "{} of {} cells disagree (z = {z:.2}): {}",
+                "{} of {n} cells disagree (z = {z:.2}): {}",
                 bad.len(),
-                checked.len(),
                 bad.iter().take(6).cloned().collect::<Vec<_>>().join("; ")
             )
         }
@@ -386,12 +473,12 @@ pub fn check_in(registry: &[&KernelSpec], rows: &[AccuracyRow], checks: &mut Che
     checks.expect(
         "relative MSE matches the family's closed form",
         bad_mse.is_empty(),
-        summary(&bad_mse),
+        summary(&bad_mse, checked.len()),
     );
     checks.expect(
         "mean estimate is unbiased",
         bad_bias.is_empty(),
-        summary(&bad_bias),
+        summary(&bad_bias, checked.len() + unpredicted.len()),
     );
 
     // A kernel that reproduces another's signatures (simd and scalar): identical rows on identical pairs.
@@ -615,13 +702,16 @@ pub(crate) fn sweep_cells<'a>(sweep: &'a AccuracySweep, spec: &'a KernelSpec) ->
     for elements in &sweep.elements {
         for &union in &sweep.union {
             for &k in &sweep.num_perm {
-                cells.push(Cell {
-                    sweep,
-                    spec,
-                    elements,
-                    union,
-                    k,
-                });
+                for &bits in &sweep.bits {
+                    cells.push(Cell {
+                        sweep,
+                        spec,
+                        elements,
+                        union,
+                        k,
+                        bits,
+                    });
+                }
             }
         }
     }

@@ -223,6 +223,21 @@ pub struct AccuracySweep {
     pub elements: Vec<String>,
     /// Trials per cell (Ertl uses 10^4).
     pub trials: usize,
+    /// Slot widths (b-bit slots, [`crate::kernel::bbit`]); default `[32]`, the full slots. A cell with b < 32
+    /// runs the kernel as `NAME/bB` with the corrected estimator.
+    #[serde(default = "default_bits")]
+    pub bits: Vec<u32>,
+}
+fn default_bits() -> Vec<u32> {
+    vec![32]
+}
+
+fn check_bit_list(list: &[u32], key: &str) -> Result<(), String> {
+    check_nonempty(list, key)?;
+    for (i, &b) in list.iter().enumerate() {
+        crate::kernel::bbit::check_bits(b).map_err(|e| format!("{key}[{i}]: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Estimator accuracy by Ertl's protocol.
@@ -426,6 +441,167 @@ fn default_repeats() -> usize {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// bbit
+
+/// b-bit slots: accuracy and LSH recall against bytes per document ([`super::bbit`]).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BbitConfig {
+    /// The keys every experiment has.
+    #[serde(flatten)]
+    pub header: Header,
+    /// Registry name of the kernel whose slots are cut (its family must be classic MinHash for the variance
+    /// and S-curve predictions to be checked).
+    #[serde(default = "default_bbit_kernel")]
+    pub kernel: String,
+    /// Slot widths b.
+    pub bits: Vec<u32>,
+    /// Storage budgets in bytes per document; each width b runs k = 8 bytes / b slots (budgets that do not
+    /// give a whole k of at least 1 are skipped for that b).
+    pub bytes_per_doc: Vec<usize>,
+    /// Union size |A u B| of the accuracy pairs (random elements).
+    pub union: usize,
+    /// Target J of the accuracy cells.
+    pub jaccard: Vec<f64>,
+    /// Trials per accuracy cell.
+    pub trials: usize,
+    /// The LSH threshold the recall study's banding is tuned for (lshbench tune's rule at full width).
+    pub threshold: f64,
+    /// J of the recall study's planted pairs (above the threshold: recall; below: the candidate rate).
+    pub recall_jaccard: Vec<f64>,
+    /// Union size of the recall study's pairs.
+    pub recall_union: usize,
+    /// Pairs per (b, k, J) recall cell.
+    pub recall_trials: usize,
+}
+fn default_bbit_kernel() -> String {
+    "simd".into()
+}
+
+impl Validate for BbitConfig {
+    fn validate(&self) -> Result<(), String> {
+        check_kernels(std::slice::from_ref(&self.kernel), "kernel")?;
+        check_bit_list(&self.bits, "bits")?;
+        check_nonempty(&self.bytes_per_doc, "bytes_per_doc")?;
+        if let Some(j) = self.bytes_per_doc.iter().position(|&k| k == 0) {
+            return Err(format!("bytes_per_doc[{j}]: must be at least 1"));
+        }
+        if self.union < 2 || self.recall_union < 2 {
+            return Err("union, recall_union: a union needs at least 2 elements".into());
+        }
+        check_nonempty(&self.jaccard, "jaccard")?;
+        check_unit_open(&self.jaccard, "jaccard")?;
+        check_nonempty(&self.recall_jaccard, "recall_jaccard")?;
+        check_unit_open(&self.recall_jaccard, "recall_jaccard")?;
+        check_unit_open(&[self.threshold], "threshold")?;
+        if self.trials < 2 || self.recall_trials < 2 {
+            return Err("trials, recall_trials: need at least 2 trials".into());
+        }
+        // k = 8 * bytes / b slots: bounded by MAX_NUM_PERM at b = 1.
+        check_at_most(&self.bytes_per_doc, "bytes_per_doc", MAX_NUM_PERM / 8)?;
+        check_one_at_most(self.union, "union", MAX_UNION)?;
+        check_one_at_most(self.recall_union, "recall_union", MAX_UNION)?;
+        check_one_at_most(self.trials, "trials", MAX_TRIALS)?;
+        check_one_at_most(self.recall_trials, "recall_trials", MAX_TRIALS)?;
+        check_cells(
+            &[
+                self.bits.len(),
+                self.bytes_per_doc.len(),
+                self.jaccard.len() + self.recall_jaccard.len(),
+            ],
+            "bbit",
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// ablation
+
+/// The hash-family ablation and the Pareto figure ([`super::ablation`]).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AblationConfig {
+    /// The keys every experiment has.
+    #[serde(flatten)]
+    pub header: Header,
+    /// Registry names of the kernels (the registry's kernels and the `oph-opt/HASH` families).
+    pub kernels: Vec<String>,
+    /// Kernels whose theory checks are results rather than checks (deliberately weak hash families).
+    #[serde(default)]
+    pub may_fail: Vec<String>,
+    /// k.
+    pub num_perm: usize,
+    /// Union sizes |A u B|.
+    pub union: Vec<usize>,
+    /// Target J values.
+    pub jaccard: Vec<f64>,
+    /// `random`, `consecutive` and/or `shingles` (real shingle ids of `dataset`).
+    pub elements: Vec<String>,
+    /// Trials per cell.
+    pub trials: usize,
+    /// The corpus whose shingle ids are the `shingles` elements and the speed workload.
+    pub dataset: DatasetSpec,
+    /// The shingle kind, e.g. `char:5`.
+    #[serde(default = "default_ablation_shingle")]
+    pub shingle: String,
+    /// Timed rounds of the speed measurement.
+    #[serde(default = "default_ablation_repeats")]
+    pub repeats: usize,
+}
+fn default_ablation_shingle() -> String {
+    "char:5".into()
+}
+fn default_ablation_repeats() -> usize {
+    5
+}
+
+impl Validate for AblationConfig {
+    fn validate(&self) -> Result<(), String> {
+        check_kernels(&self.kernels, "kernels")?;
+        for (i, k) in self.may_fail.iter().enumerate() {
+            if !self.kernels.contains(k) {
+                return Err(format!("may_fail[{i}]: `{k}` is not in `kernels`"));
+            }
+        }
+        if self.num_perm == 0 {
+            return Err("num_perm: must be at least 1".into());
+        }
+        check_nonempty(&self.union, "union")?;
+        if let Some(j) = self.union.iter().position(|&u| u < 2) {
+            return Err(format!("union[{j}]: a union needs at least 2 elements"));
+        }
+        check_nonempty(&self.jaccard, "jaccard")?;
+        check_unit_open(&self.jaccard, "jaccard")?;
+        check_nonempty(&self.elements, "elements")?;
+        for (j, e) in self.elements.iter().enumerate() {
+            if !["random", "consecutive", "shingles"].contains(&e.as_str()) {
+                return Err(format!(
+                    "elements[{j}]: `{e}` is not `random`, `consecutive` or `shingles`"
+                ));
+            }
+        }
+        if self.trials < 2 {
+            return Err("trials: need at least 2 trials".into());
+        }
+        check_one_at_most(self.num_perm, "num_perm", MAX_NUM_PERM)?;
+        check_at_most(&self.union, "union", MAX_UNION)?;
+        check_one_at_most(self.trials, "trials", MAX_TRIALS)?;
+        check_one_at_most(self.repeats, "repeats", MAX_REPEATS)?;
+        check_cells(
+            &[
+                self.kernels.len(),
+                self.union.len(),
+                self.jaccard.len(),
+                self.elements.len(),
+            ],
+            "ablation",
+        )?;
+        self.dataset.validate("dataset")?;
+        check_shingles(std::slice::from_ref(&self.shingle), "shingle")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // faults
 
 /// Fault injection: the accuracy and S-curve self-checks run on correct kernels and on deliberately broken
@@ -472,6 +648,10 @@ pub enum Spec {
     Throughput(ThroughputConfig),
     /// `kind = "faults"`.
     Faults(FaultsConfig),
+    /// `kind = "bbit"`.
+    Bbit(BbitConfig),
+    /// `kind = "ablation"`.
+    Ablation(AblationConfig),
 }
 
 impl Spec {
@@ -484,6 +664,8 @@ impl Spec {
             Spec::Recall(c) => &c.header,
             Spec::Throughput(c) => &c.header,
             Spec::Faults(c) => &c.header,
+            Spec::Bbit(c) => &c.header,
+            Spec::Ablation(c) => &c.header,
         }
     }
 }
@@ -509,6 +691,8 @@ pub const KINDS: &[&str] = &[
     "recall",
     "throughput",
     "faults",
+    "bbit",
+    "ablation",
 ];
 
 /// Loads a config file (a suite or one experiment), with the `[quick]` overrides applied when `quick`.
@@ -597,6 +781,8 @@ fn load_into(path: &Path, quick: bool, depth: usize, out: &mut Vec<Loaded>) -> R
         "recall" => parse(path, &text, quick, Spec::Recall)?,
         "throughput" => parse(path, &text, quick, Spec::Throughput)?,
         "faults" => parse(path, &text, quick, Spec::Faults)?,
+        "bbit" => parse(path, &text, quick, Spec::Bbit)?,
+        "ablation" => parse(path, &text, quick, Spec::Ablation)?,
         other => {
             return Err(bad(format!(
                 "key `kind`: unknown experiment kind `{other}` (one of {})",
@@ -727,6 +913,7 @@ fn validate_accuracy_sweeps(sweeps: &[AccuracySweep], name: &str) -> Result<(), 
         if s.trials < 2 {
             return Err(format!("{key}.trials: need at least 2 trials"));
         }
+        check_bit_list(&s.bits, &format!("{key}.bits"))?;
         check_at_most(&s.num_perm, &format!("{key}.num_perm"), MAX_NUM_PERM)?;
         check_at_most(&s.union, &format!("{key}.union"), MAX_UNION)?;
         check_one_at_most(s.trials, &format!("{key}.trials"), MAX_TRIALS)?;
@@ -737,6 +924,7 @@ fn validate_accuracy_sweeps(sweeps: &[AccuracySweep], name: &str) -> Result<(), 
                 s.union.len(),
                 s.jaccard.len(),
                 s.elements.len(),
+                s.bits.len(),
             ],
             &key,
         )?;

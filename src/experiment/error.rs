@@ -138,6 +138,9 @@ pub enum ExperimentError {
     /// A kernel that cannot be built.
     #[error(transparent)]
     Kernel(#[from] crate::kernel::KernelError),
+    /// A slot width outside 1, 2, 4, 8, 16, 32.
+    #[error(transparent)]
+    Bits(#[from] crate::kernel::bbit::BadBits),
     /// A thread pool that cannot be had.
     #[error(transparent)]
     Threads(#[from] crate::exec::ThreadsError),

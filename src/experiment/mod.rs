@@ -11,10 +11,13 @@
 //! Layout: [`config`] (the format), [`runner`] (cells, paths, CSV, checks), [`stats`] (erfinv, Wilson,
 //! Ertl's band), [`report`] (markdown), [`chart`] (what is plotted, the kernel colours), `plot` (drawing PNG and
 //! SVG, with the `plots` feature), [`error`], and one module per experiment kind: [`theory`], [`accuracy`],
-//! [`scurve`], [`recall`], [`throughput`], and [`faults`], which runs the checks against deliberately broken
+//! [`scurve`], [`recall`], [`throughput`], [`bbit`] (b-bit slots against bytes per document), [`ablation`]
+//! (hash families, the Pareto figure), and [`faults`], which runs the checks against deliberately broken
 //! kernels.
 
+pub mod ablation;
 pub mod accuracy;
+pub mod bbit;
 pub mod chart;
 pub mod config;
 pub mod deps;
@@ -204,6 +207,8 @@ pub fn run_one(ctx: &runner::Ctx, spec: &config::Spec) -> Result<runner::Checks,
         config::Spec::Recall(c) => recall::run(ctx, c),
         config::Spec::Throughput(c) => throughput::run(ctx, c),
         config::Spec::Faults(c) => faults::run(ctx, c),
+        config::Spec::Bbit(c) => bbit::run(ctx, c),
+        config::Spec::Ablation(c) => ablation::run(ctx, c),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod cminhash;
 pub mod family;
 pub mod fss;
 pub mod oph;
+pub mod ophhash;
 pub mod scalar;
 pub mod simd;
 pub mod superminhash;
@@ -234,6 +235,10 @@ pub static KERNELS: &[KernelSpec] = &[
     fss::SPEC,
     superminhash::SPEC,
     cminhash::SPEC,
+    ophhash::SPEC_MIX64,
+    ophhash::SPEC_MS,
+    ophhash::SPEC_TAB,
+    ophhash::SPEC_FMIX32,
 ];
 
 /// The registry entry called `name`.

@@ -680,7 +680,7 @@ impl Oph {
         (((h >> 32) * self.num_perm as u64) >> 32) as usize
     }
 
-    fn densify(&self, out: &mut [u32]) {
+    pub(crate) fn densify(&self, out: &mut [u32]) {
         if !out.contains(&EMPTY) {
             return;
         }

@@ -191,6 +191,7 @@ fn same_output_as_its_reference(spec: &KernelSpec) {
 fn unbiased_with_the_predicted_mse(spec: &KernelSpec) {
     let k = 128;
     let trials = 600;
+    let mut broke = false;
     for (s, shape) in [
         PairShape::for_jaccard(1000, 0.5),
         PairShape::for_jaccard(2000, 0.2),
@@ -200,6 +201,10 @@ fn unbiased_with_the_predicted_mse(spec: &KernelSpec) {
     {
         for kind in [ElementKind::Random, ElementKind::Consecutive] {
             let j = shape.jaccard();
+            // A family known to break on structured keys (the hash-family ablation) is checked as expected to
+            // fail there: below, the failure is recorded instead of asserted, and asserted after the loop.
+            let expect_break = kind == ElementKind::Consecutive
+                && lshbench::kernel::ophhash::BREAKS_ON_CONSECUTIVE.contains(&spec.name);
             let mut src = PairSource::new(shape, kind, 100 + s as u64);
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let est: Vec<f64> = (0..trials)
@@ -214,6 +219,16 @@ fn unbiased_with_the_predicted_mse(spec: &KernelSpec) {
             let mean = est.iter().sum::<f64>() / n;
             let var = j * (1.0 - j) / k as f64;
             let bound = Z_1E6 * (var / n).sqrt();
+            if expect_break {
+                let rel_mse = est.iter().map(|x| (x - j).powi(2)).sum::<f64>() / n / var;
+                let predicted = spec
+                    .family
+                    .predicted_rel_mse(shape.union(), k)
+                    .unwrap_or(1.0);
+                broke |= (mean - j).abs() > bound
+                    || (rel_mse - predicted).abs() > Z_1E6 * (2.0 / n).sqrt() * predicted.max(0.1);
+                continue;
+            }
             assert!(
                 (mean - j).abs() <= bound,
                 "{} {kind:?} J={j:.3}: mean {mean:.4}, bound {bound:.4}",
@@ -230,5 +245,12 @@ fn unbiased_with_the_predicted_mse(spec: &KernelSpec) {
                 );
             }
         }
+    }
+    if lshbench::kernel::ophhash::BREAKS_ON_CONSECUTIVE.contains(&spec.name) {
+        assert!(
+            broke,
+            "{}: listed as breaking on consecutive keys, but kept the theory there",
+            spec.name
+        );
     }
 }
