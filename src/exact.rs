@@ -588,9 +588,12 @@ mod tests {
         let err = write_pairs_csv(&bad, &join.ids, &join.pairs).unwrap_err();
         assert!(
             err.to_string()
-                .starts_with(&format!("creating {}: ", bad.display())),
+                .starts_with(&format!("cannot create {}: ", bad.display())),
             "{err}"
         );
+        // The cause is said once, without the temporary file's name.
+        assert_eq!(err.to_string().matches("os error").count(), 1, "{err}");
+        assert!(!err.to_string().contains("at path"), "{err}");
         assert!(std::error::Error::source(&err).is_none());
     }
 

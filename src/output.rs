@@ -113,7 +113,10 @@ impl AtomicFile {
             use std::os::unix::fs::PermissionsExt;
             builder.permissions(std::fs::Permissions::from_mode(0o666));
         }
-        let temp = builder.tempfile_in(&dir).map_err(create_err)?;
+        // tempfile appends the temporary file's name to its errors; the message names the output instead.
+        let temp = builder
+            .tempfile_in(&dir)
+            .map_err(|e| create_err(without_temporary_name(e)))?;
         Ok(AtomicFile {
             path: path.to_path_buf(),
             destination,
@@ -172,6 +175,19 @@ impl Write for AtomicFile {
             Target::Temporary(w) => w.flush(),
             Target::InPlace(w) => w.flush(),
         }
+    }
+}
+
+/// tempfile's error without the temporary file's name it appends (`... at path "/dir/.x.tmp"`).
+fn without_temporary_name(e: io::Error) -> io::Error {
+    if e.raw_os_error().is_some() {
+        return e;
+    }
+    // tempfile's wrapper is private and hides the OS error's source: cut its suffix from the text.
+    let text = e.to_string();
+    match text.rfind(" at path \"") {
+        Some(at) => io::Error::new(e.kind(), text[..at].to_string()),
+        None => e,
     }
 }
 

@@ -317,15 +317,20 @@ fn sketch_and_dedup_errors_name_the_problem_once() {
     let err = fails(&["dedup", "--input", input, "--threads", "0"]);
     assert!(err.contains("--threads must be at least 1"), "{err}");
 
-    // An unwritable output names the file, and the operating system's reason appears once.
+    // An output in a missing directory is refused before anything is read, naming the flag and the file.
     let err = fails(&["sketch", "--input", input, "--output", missing_dir]);
     assert!(
-        err.contains(&format!("cannot create {missing_dir}: ")),
+        err.contains(&format!("--output {missing_dir}: the directory ")),
         "{err}"
     );
-    assert_eq!(err.matches("os error").count(), 1, "{err}");
     let err = fails(&["dedup", "--input", input, "--pairs", missing_dir]);
-    assert!(err.contains(&format!("creating {missing_dir}: ")), "{err}");
+    assert!(
+        err.contains(&format!("--pairs {missing_dir}: the directory ")),
+        "{err}"
+    );
+    // A write that fails names the file, and the operating system's reason appears once.
+    let err = fails(&["exact", "--input", input, "--output", "/dev/full"]);
+    assert!(err.contains("writing /dev/full: "), "{err}");
     assert_eq!(err.matches("os error").count(), 1, "{err}");
 
     for (extra, expect) in [

@@ -491,7 +491,7 @@ fn write_files_writes_the_corpus_and_truth_and_checks_the_config_before_creating
     let err = write_files(&config, &bad, &truth, &lshbench::exec::Silent).unwrap_err();
     assert!(
         err.to_string()
-            .starts_with(&format!("creating {}: ", bad.display())),
+            .starts_with(&format!("cannot create {}: ", bad.display())),
         "{err}"
     );
     assert!(std::error::Error::source(&err).is_none());

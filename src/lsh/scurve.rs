@@ -37,7 +37,7 @@ pub enum BandingError {
         num_perm: usize,
     },
     /// A similarity threshold (the value given) is outside (0, 1].
-    #[error("--threshold {0} is outside (0, 1]")]
+    #[error("threshold {0} is outside (0, 1]")]
     ThresholdOutOfRange(f64),
 }
 
