@@ -1,6 +1,6 @@
-//! Sketching a corpus: read documents in batches, shingle and sign each batch in parallel, and hand the
-//! results on in input order. Memory holds one batch of text at a time, so peak RSS stays flat whatever the
-//! corpus size (beyond what the consumer keeps).
+//! Sketching a corpus: read documents in batches on a reading thread, shingle and sign each batch in parallel,
+//! and hand the results on in input order. Memory holds a few batches of text at a time, so peak RSS stays flat
+//! whatever the corpus size (beyond what the consumer keeps).
 
 use crate::corpus::{CorpusReader, Document, ReadError};
 use crate::kernel::Kernel;

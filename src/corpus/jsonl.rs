@@ -352,6 +352,20 @@ mod tests {
     }
 
     #[test]
+    fn escapes_at_every_offset_of_the_8_byte_words() {
+        // The unescape copies 8 bytes at a time: put each escape, and the closing quote, at every offset.
+        for escape in ["\\n", "\\\"", "\\\\", "\\u00e9", "\\ud83d\\ude00", "\u{e9}"] {
+            for before in 0..20 {
+                for after in 0..12 {
+                    let text = format!("{}{escape}{}", "a".repeat(before), "b".repeat(after));
+                    let line = format!(r#"{{"text": "{text}{escape}", "id": "x{text}"}}"#);
+                    assert!(check(line.as_bytes(), None, "text"), "{line}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn unusual_lines_go_to_serde() {
         for line in [
             r#"{"id": 7, "text": "a"}"#,     // numeric id: serde formats it

@@ -346,16 +346,37 @@ mod tests {
         assert_eq!(Fss::round_bits(128), 8);
     }
 
+    /// Byte windows of `k <= 8` bytes (a text of at most k bytes is one window), streamed as one run: what
+    /// the shingler does for `byte:K`, built here from the window layer.
+    struct ByteWindows(usize);
+
+    impl WindowSource for ByteWindows {
+        fn window_ids(&self, text: &str, out: &mut Vec<u64>) {
+            out.clear();
+            let (b, key) = (text.as_bytes(), crate::window::WindowKey::new(9));
+            if b.len() > self.0 {
+                key.run(b, self.0, b.len() - self.0 + 1)
+                    .push_ids(out, Dispatch::detect());
+            } else if !b.is_empty() {
+                out.push(key.id(b));
+            }
+        }
+        fn stream_windows(&self, text: &str, sink: &mut dyn crate::window::WindowSink) -> bool {
+            let (b, key) = (text.as_bytes(), crate::window::WindowKey::new(9));
+            if b.len() > self.0 {
+                sink.run(&key.run(b, self.0, b.len() - self.0 + 1));
+            } else if !b.is_empty() {
+                sink.ids(&[key.id(b)]);
+            }
+            true
+        }
+    }
+
     #[test]
     fn fused_text_path_equals_signing_the_ids() {
-        use crate::shingle::{Normalization, ShingleKind, Shingler};
         let base = "Fast similarity sketching fills k bins in rounds; round 0 is one-permutation hashing. ";
-        for kind in [
-            ShingleKind::Char(5),
-            ShingleKind::Byte(3),
-            ShingleKind::Char(8),
-        ] {
-            let shingler = Shingler::new(kind, Normalization::default(), 9);
+        for width in [3usize, 5, 8] {
+            let windows = ByteWindows(width);
             for k in [1usize, 7, 64, 128, 200] {
                 let fss = Fss::new(k, 11);
                 // Texts from empty through sizes where round 0 leaves bins empty to sizes where it fills all.
@@ -363,16 +384,16 @@ mod tests {
                     let text: String = base.chars().cycle().take(len).collect();
                     let text = format!("{text}{len}\u{e9}");
                     let mut ids = Vec::new();
-                    shingler.hashes(&text, &mut ids);
+                    windows.window_ids(&text, &mut ids);
                     let mut want = vec![0u32; k];
                     fss.sign(&ids, &mut want);
                     let mut got = vec![0u32; k];
-                    let empty = fss.sign_text(&shingler, &text, &mut Vec::new(), &mut got);
-                    assert_eq!(got, want, "{kind:?} k={k} len={len}");
+                    let empty = fss.sign_text(&windows, &text, &mut Vec::new(), &mut got);
+                    assert_eq!(got, want, "width {width} k={k} len={len}");
                     assert_eq!(empty, ids.is_empty());
                 }
                 let mut got = vec![0u32; k];
-                assert!(fss.sign_text(&shingler, "", &mut Vec::new(), &mut got));
+                assert!(fss.sign_text(&windows, "", &mut Vec::new(), &mut got));
                 assert!(got.iter().all(|&v| v == u32::MAX));
             }
         }
