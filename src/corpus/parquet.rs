@@ -181,6 +181,25 @@ impl ParquetRows {
                     format!("not a readable Parquet file ({e})"),
                 )
             })?;
+        // The parquet crate asserts (panics) when it reads a column chunk whose footer gives a negative offset or
+        // length (found by fuzz/reader_parquet): refuse such a footer here, as a damaged file.
+        for (g, group) in builder.metadata().row_groups().iter().enumerate() {
+            for column in group.columns() {
+                let start = column
+                    .dictionary_page_offset()
+                    .unwrap_or(column.data_page_offset());
+                if start < 0 || column.compressed_size() < 0 {
+                    return Err(file_error(
+                        path,
+                        std::io::ErrorKind::InvalidData,
+                        format!(
+                            "not a readable Parquet file (row group {g}, column `{}`: negative offset or length)",
+                            column.column_path()
+                        ),
+                    ));
+                }
+            }
+        }
         let schema = builder.schema().clone();
         let find = |name: &str, ints: bool| -> Result<usize, ReadError> {
             let Some(i) = schema.fields().iter().position(|f| f.name() == name) else {
