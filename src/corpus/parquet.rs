@@ -18,7 +18,9 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
 use std::fs::File;
 use std::path::Path;
 
@@ -167,13 +169,37 @@ impl ParquetRows {
             file: path.to_path_buf(),
             cause,
         })?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
-            file_error(
-                path,
-                std::io::ErrorKind::InvalidData,
-                format!("not a readable Parquet file ({e})"),
-            )
-        })?;
+        // The Arrow schema a writer may embed (the `ARROW:schema` footer metadata) is not used: arrow-ipc panics on
+        // some malformed ones (an unknown float precision, found by fuzz/reader_parquet) instead of returning an
+        // error, and the Parquet schema alone gives every column type this reader takes.
+        let arrow_options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, arrow_options)
+            .map_err(|e| {
+                file_error(
+                    path,
+                    std::io::ErrorKind::InvalidData,
+                    format!("not a readable Parquet file ({e})"),
+                )
+            })?;
+        // The parquet crate asserts (panics) when it reads a column chunk whose footer gives a negative offset or
+        // length (found by fuzz/reader_parquet): refuse such a footer here, as a damaged file.
+        for (g, group) in builder.metadata().row_groups().iter().enumerate() {
+            for column in group.columns() {
+                let start = column
+                    .dictionary_page_offset()
+                    .unwrap_or(column.data_page_offset());
+                if start < 0 || column.compressed_size() < 0 {
+                    return Err(file_error(
+                        path,
+                        std::io::ErrorKind::InvalidData,
+                        format!(
+                            "not a readable Parquet file (row group {g}, column `{}`: negative offset or length)",
+                            column.column_path()
+                        ),
+                    ));
+                }
+            }
+        }
         let schema = builder.schema().clone();
         let find = |name: &str, ints: bool| -> Result<usize, ReadError> {
             let Some(i) = schema.fields().iter().position(|f| f.name() == name) else {

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs the fuzz targets (fuzz/targets.txt) with cargo-fuzz on the nightly toolchain, from any directory:
+#   bash fuzz/run.sh SECONDS [JOBS] [TARGET...]
+# Each target runs for SECONDS (libFuzzer's -max_total_time) from its committed seeds (fuzz/seeds/TARGET) plus a
+# scratch corpus under ${FUZZ_WORK:-/tmp/lshbench-fuzz}, JOBS targets at a time (default 1). A crash fails the
+# script and leaves the input in fuzz/artifacts/TARGET/. Extra libFuzzer flags go in FUZZ_FLAGS (e.g.
+# FUZZ_FLAGS=-runs=10000000). Without the nightly toolchain or cargo-fuzz it says so and exits 0 (a skip).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:?usage: bash fuzz/run.sh SECONDS [JOBS] [TARGET...]}
+jobs=${2:-1}
+shift $(($# < 2 ? $# : 2))
+if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    echo "fuzz: skipped: no nightly toolchain (rustup toolchain install nightly), which cargo-fuzz needs"
+    exit 0
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    echo "fuzz: skipped: cargo-fuzz is not installed (cargo install cargo-fuzz --locked; .ci/run does it)"
+    exit 0
+fi
+work=${FUZZ_WORK:-/tmp/lshbench-fuzz}
+mkdir -p "$work"
+cargo +nightly fuzz build
+declare -A max_len
+while read -r name len; do
+    case $name in '#'* | '') continue ;; esac
+    max_len[$name]=$len
+done <fuzz/targets.txt
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    mapfile -t targets < <(grep -v '^#' fuzz/targets.txt | awk 'NF {print $1}')
+fi
+run_one() {
+    local t=$1
+    mkdir -p "$work/corpus/$t"
+    local dict=()
+    [ -f "fuzz/dicts/$t.dict" ] && dict=(-dict="fuzz/dicts/$t.dict")
+    # -print_final_stats: the execution count and rate end the log; the log keeps libFuzzer's own lines.
+    if cargo +nightly fuzz run "$t" "$work/corpus/$t" "fuzz/seeds/$t" -- \
+        -max_total_time="$seconds" -max_len="${max_len[$t]:?unknown target $t}" -print_final_stats=1 \
+        "${dict[@]}" ${FUZZ_FLAGS:-} >"$work/$t.log" 2>&1; then
+        echo "fuzz: $t: ok: $(grep -E '^stat::number_of_executed_units' "$work/$t.log" | awk '{print $2}') executions in ${seconds}s"
+    else
+        echo "fuzz: $t: FAILED (log: $work/$t.log)" >&2
+        tail -40 "$work/$t.log" >&2
+        return 1
+    fi
+}
+status=0
+pids=()
+for t in "${targets[@]}"; do
+    run_one "$t" &
+    pids+=($!)
+    if [ ${#pids[@]} -ge "$jobs" ]; then
+        wait "${pids[0]}" || status=1
+        pids=("${pids[@]:1}")
+    fi
+done
+for p in "${pids[@]}"; do
+    wait "$p" || status=1
+done
+exit $status
