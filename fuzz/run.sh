@@ -22,13 +22,13 @@ work=${FUZZ_WORK:-/tmp/lshbench-fuzz}
 mkdir -p "$work"
 cargo +nightly fuzz build
 declare -A max_len
-while read -r name len; do
+while read -r name len _; do
     case $name in '#'* | '') continue ;; esac
     max_len[$name]=$len
 done <fuzz/targets.txt
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    mapfile -t targets < <(grep -v '^#' fuzz/targets.txt | awk 'NF {print $1}')
+    mapfile -t targets < <(grep -v '^#' fuzz/targets.txt | awk 'NF && $3 != "manual" {print $1}')
 fi
 run_one() {
     local t=$1
