@@ -56,6 +56,9 @@ fn generated(path: &Path) {
     f.flush().unwrap();
 }
 
+/// The summary without its timing line, then the pairs, clusters and group report files' bytes.
+type Outputs = (String, Vec<u8>, Vec<u8>, Vec<u8>);
+
 /// Runs dedup on `threads` workers and returns (summary without the timing line, pairs, clusters, group report).
 fn run(
     input: &Path,
@@ -63,7 +66,7 @@ fn run(
     options: &DedupOptions,
     threads: usize,
     out: &Path,
-) -> Result<(String, Vec<u8>, Vec<u8>, Vec<u8>), DedupError> {
+) -> Result<Outputs, DedupError> {
     let seed = 42;
     let kernel = kernel::build(
         "oph-opt",

@@ -40,7 +40,7 @@ def panel(x0, title, ylabel, series, ymax, limit=None):
     out.append(f'<line x1="{M}" y1="{Y(0)}" x2="{M}" y2="{Y(ymax)}" stroke="black"/>')
     for i in range(6):
         v = ymax * i / 5
-        out.append(f'<text x="{M-5}" y="{Y(v)+4}" text-anchor="end" font-size="10">{v:g}</text>')
+        out.append(f'<text x="{M-5}" y="{Y(v)+4}" text-anchor="end" font-size="10">{v:.3g}</text>')
     for r in rows:
         out.append(f'<text x="{X(r["docs"])}" y="{Y(0)+15}" text-anchor="middle" font-size="10">{r["docs"]/1e6:g}M</text>')
     out.append(f'<text x="{W/2}" y="{H-8}" text-anchor="middle" font-size="11">documents</text>')

@@ -735,10 +735,10 @@ pub(super) fn run(
     // Similarity of two documents of one group, through a per-group cache (bounded by the pair budget).
     let similarity = |cache: &mut FxHashMap<u32, Doc>, buf: &mut Vec<u8>, a: u32, b: u32| -> f64 {
         for d in [a, b] {
-            if !cache.contains_key(&d) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = cache.entry(d) {
                 match store.load(d, buf) {
                     Ok(doc) => {
-                        cache.insert(d, doc);
+                        slot.insert(doc);
                     }
                     Err(e) => {
                         failure.lock().expect("no panic").get_or_insert(e);
@@ -849,7 +849,7 @@ impl Store<'_> {
             what: "record of the wrong size",
         };
         if buf.len() < self.k * 4
-            || (buf.len() - self.k * 4) % 8 != 0
+            || !(buf.len() - self.k * 4).is_multiple_of(8)
             || (!self.exact && buf.len() != self.k * 4)
         {
             return Err(corrupt().into());
