@@ -59,3 +59,35 @@ fn parquet_with_a_negative_column_offset_is_an_error() {
 fn parquet_with_a_malformed_embedded_arrow_schema_is_an_error_or_documents() {
     read_parquet_input("reader_parquet_arrow_schema_float_precision");
 }
+
+/// `reader_gzip` found a UTF-16 byte-order mark split across two gzip members (`FF` in the first, `FE ...` in
+/// the second) read as text, where the same bytes uncompressed are refused: the check looked only at the first
+/// member's bytes.
+#[test]
+fn gzip_utf16_mark_split_across_members_is_refused() {
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+    use std::io::Write;
+    let member = |bytes: &[u8]| {
+        let mut enc = GzEncoder::new(Vec::new(), Compression::default());
+        enc.write_all(bytes).unwrap();
+        enc.finish().unwrap()
+    };
+    let mut gz = member(&[0xFF]);
+    gz.extend(member(&[0xFE, b'r', b'\n']));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("split.gz");
+    std::fs::write(&path, &gz).unwrap();
+    let options = ReaderOptions {
+        format: InputFormat::Text,
+        ..Default::default()
+    };
+    let err = match CorpusReader::open(&path, &options) {
+        Err(e) => e.to_string(),
+        Ok(reader) => match reader.into_iter().find_map(Result::err) {
+            Some(e) => e.to_string(),
+            None => panic!("a UTF-16 mark split across gzip members was read as text"),
+        },
+    };
+    assert!(err.contains("UTF-16") && err.contains("split.gz"), "{err}");
+}

@@ -149,5 +149,10 @@ pub fn lines(bytes: &[u8]) -> Vec<&[u8]> {
     if !last.is_empty() {
         out.push(last);
     }
+    // The text and JSONL readers skip a UTF-8 byte-order mark at the start of the first line (a file that is
+    // only the mark is one empty line).
+    if let Some(first) = out.first_mut() {
+        *first = first.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(first);
+    }
     out
 }

@@ -216,10 +216,35 @@ fn open_source(path: &Path) -> Result<Source, ReadError> {
     let gzip = head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b;
     if gzip {
         // MultiGzDecoder: concatenated gzip members (as `cat a.gz b.gz` or bgzip produce) are one stream.
-        let dec = flate2::bufread::MultiGzDecoder::new(raw);
-        let mut src = BufReader::with_capacity(TEXT_BUF, dec);
-        refuse_utf16(src.fill_buf().map_err(io_err)?).map_err(io_err)?;
-        Ok(Box::new(src))
+        let mut dec = flate2::bufread::MultiGzDecoder::new(raw);
+        // The first bytes of the text, however the members split them (a first member may hold a single
+        // byte): at least 4, or all there is, so the UTF-16 check and the CSV reader's UTF-8 mark check see the
+        // mark whole. A stream that breaks after some bytes gives those first and its error after them, as a
+        // plain read would.
+        let mut head = Vec::with_capacity(64);
+        let mut chunk = [0u8; 64];
+        let mut broken = None;
+        while head.len() < 4 {
+            match dec.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(m) => head.extend_from_slice(&chunk[..m]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if head.is_empty() => return Err(io_err(e)),
+                Err(e) => {
+                    broken = Some(e);
+                    break;
+                }
+            }
+        }
+        refuse_utf16(&head).map_err(io_err)?;
+        let rest: Box<dyn Read + Send> = match broken {
+            Some(e) => Box::new(Broken(Some(e))),
+            None => Box::new(dec),
+        };
+        Ok(Box::new(BufReader::with_capacity(
+            TEXT_BUF,
+            std::io::Cursor::new(head).chain(rest),
+        )))
     } else if let Err(e) = refuse_utf16(head) {
         Err(io_err(e))
     } else if has_gz_extension(path) && !head.is_empty() {
@@ -229,6 +254,18 @@ fn open_source(path: &Path) -> Result<Source, ReadError> {
         )))
     } else {
         Ok(Box::new(raw))
+    }
+}
+
+/// A stream that already failed: its error once, then the end.
+struct Broken(Option<std::io::Error>);
+
+impl Read for Broken {
+    fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+        match self.0.take() {
+            Some(e) => Err(e),
+            None => Ok(0),
+        }
     }
 }
 
