@@ -600,65 +600,23 @@ pub fn dedup_signed(
         .par_iter()
         .filter_map(|&(a, b)| {
             let estimate = kernel.estimate(sig(a), sig(b));
-            let jaccard = match (&sets[a as usize], &sets[b as usize]) {
-                (Some(x), Some(y)) => {
-                    // Length filter: J <= min/max, so a pair whose sizes differ too much fails without a merge
-                    // (the rounded ratio bounds the rounded J from above, so no pair at or above t is lost).
-                    let (lo, hi) = (x.len().min(y.len()), x.len().max(y.len()));
-                    if (lo as f64) / (hi as f64) < t {
-                        return None;
-                    }
-                    let need = exact::required_overlap(t, x.len(), y.len());
-                    let inter = exact::intersection_at_least_ids(x, y, need)?;
-                    Some(exact::jaccard_from_counts(inter, x.len(), y.len()))
-                }
+            let sets = match (&sets[a as usize], &sets[b as usize]) {
+                (Some(x), Some(y)) => Some((x.as_slice(), y.as_slice())),
+                // A loaded document has no text: its pairs fall back to the estimate (said in the pairs file).
                 _ => None,
             };
-            let keep = match config.verify {
-                Verify::None => true,
-                Verify::Estimate => estimate >= t,
-                // A loaded document has no text: its pairs fall back to the estimate (said in the pairs file).
-                Verify::Exact => jaccard.unwrap_or(estimate) >= t,
-            };
-            keep.then_some(CheckedPair {
-                a,
-                b,
-                estimate,
-                jaccard,
-            })
+            check_pair(config.verify, t, a, b, estimate, sets)
         })
         .collect();
     stages.push(("verify", t_verify.elapsed().as_secs_f64()));
 
     // Group.
     let t_group = Instant::now();
-    let edges: Vec<Edge> = verified
-        .iter()
-        .map(|p| Edge {
-            a: p.a,
-            b: p.b,
-            similarity: p.jaccard.unwrap_or(p.estimate),
-        })
-        .collect();
-    let groups = cluster::group(n, &edges, config.groups);
+    let (groups, edges_by_group) = group_verified(n, &verified, config.groups);
     let similarity = |a: u32, b: u32| match (&sets[a as usize], &sets[b as usize]) {
         (Some(x), Some(y)) => exact::jaccard_ids(x, y),
         _ => kernel.estimate(sig(a), sig(b)),
     };
-    // Edges per group, by the group of each edge's first document.
-    let mut group_of = vec![u32::MAX; n];
-    for (g, grp) in groups.iter().enumerate() {
-        for &m in &grp.members {
-            group_of[m as usize] = g as u32;
-        }
-    }
-    let mut edges_by_group: Vec<Vec<Edge>> = vec![Vec::new(); groups.len()];
-    for e in &edges {
-        let (ga, gb) = (group_of[e.a as usize], group_of[e.b as usize]);
-        if ga != u32::MAX && ga == gb {
-            edges_by_group[ga as usize].push(*e);
-        }
-    }
     let group_stats: Vec<GroupStats> = groups
         .par_iter()
         .zip(edges_by_group.par_iter())
@@ -693,6 +651,75 @@ pub fn dedup_signed(
         config: *config,
         stage_seconds: stages,
     })
+}
+
+/// Verifies one candidate pair (both documents' `estimate` given, their sorted shingle-id sets when both have
+/// them): the pair to keep, or `None`. With sets, a pair whose sizes or overlap cannot reach `t` is dropped
+/// without a full merge (J <= min/max, and the rounded ratio bounds the rounded J from above, so no pair at or
+/// above `t` is lost); without them, exact verification falls back to the estimate.
+pub(crate) fn check_pair(
+    verify: Verify,
+    t: f64,
+    a: u32,
+    b: u32,
+    estimate: f64,
+    sets: Option<(&[u64], &[u64])>,
+) -> Option<CheckedPair> {
+    let jaccard = match sets {
+        Some((x, y)) => {
+            let (lo, hi) = (x.len().min(y.len()), x.len().max(y.len()));
+            if (lo as f64) / (hi as f64) < t {
+                return None;
+            }
+            let need = exact::required_overlap(t, x.len(), y.len());
+            let inter = exact::intersection_at_least_ids(x, y, need)?;
+            Some(exact::jaccard_from_counts(inter, x.len(), y.len()))
+        }
+        None => None,
+    };
+    let keep = match verify {
+        Verify::None => true,
+        Verify::Estimate => estimate >= t,
+        Verify::Exact => jaccard.unwrap_or(estimate) >= t,
+    };
+    keep.then_some(CheckedPair {
+        a,
+        b,
+        estimate,
+        jaccard,
+    })
+}
+
+/// The groups the verified pairs make among `n` documents, and each group's edges (an edge belongs to the group
+/// of its documents).
+pub(crate) fn group_verified(
+    n: usize,
+    verified: &[CheckedPair],
+    mode: GroupMode,
+) -> (Vec<Group>, Vec<Vec<Edge>>) {
+    let edges: Vec<Edge> = verified
+        .iter()
+        .map(|p| Edge {
+            a: p.a,
+            b: p.b,
+            similarity: p.jaccard.unwrap_or(p.estimate),
+        })
+        .collect();
+    let groups = cluster::group(n, &edges, mode);
+    let mut group_of = vec![u32::MAX; n];
+    for (g, grp) in groups.iter().enumerate() {
+        for &m in &grp.members {
+            group_of[m as usize] = g as u32;
+        }
+    }
+    let mut edges_by_group: Vec<Vec<Edge>> = vec![Vec::new(); groups.len()];
+    for e in &edges {
+        let (ga, gb) = (group_of[e.a as usize], group_of[e.b as usize]);
+        if ga != u32::MAX && ga == gb {
+            edges_by_group[ga as usize].push(*e);
+        }
+    }
+    (groups, edges_by_group)
 }
 
 fn fmt_opt(x: Option<f64>) -> String {

@@ -27,13 +27,13 @@
 use super::spill::{RecordFile, RecordWriter, SeqFile, Sorter, SpillDir, SpillError};
 use super::{
     BandingChoice, CheckedPair, DedupConfig, DedupError, DedupOptions, DedupOutcome, DedupReport,
-    Table, Verify, band_hasher, write_table,
+    Table, Verify, band_hasher, check_pair, group_verified, write_table,
 };
 use crate::corpus::{CorpusReader, Document};
 use crate::exact;
 use crate::exec::Progress;
 use crate::kernel::Kernel;
-use crate::lsh::cluster::{self, Edge, GroupStats};
+use crate::lsh::cluster::{self, GroupStats};
 use crate::lsh::index::{CandidateStats, TooManyCandidates, emit_group};
 use crate::shingle::Shingler;
 use rayon::prelude::*;
@@ -668,33 +668,8 @@ pub(super) fn run(
                 let da = &cached.as_ref().expect("loaded").1;
                 let db = store.load(b, &mut buf)?;
                 let estimate = kernel.estimate(&da.sig, &db.sig);
-                let jaccard = if exact_sets {
-                    let (x, y) = (&da.set, &db.set);
-                    let (lo, hi) = (x.len().min(y.len()), x.len().max(y.len()));
-                    if (lo as f64) / (hi as f64) < t {
-                        continue;
-                    }
-                    let need = exact::required_overlap(t, x.len(), y.len());
-                    let Some(inter) = exact::intersection_at_least(x, y, need) else {
-                        continue;
-                    };
-                    Some(exact::jaccard_from_counts(inter, x.len(), y.len()))
-                } else {
-                    None
-                };
-                let keep = match config.verify {
-                    Verify::None => true,
-                    Verify::Estimate => estimate >= t,
-                    Verify::Exact => jaccard.unwrap_or(estimate) >= t,
-                };
-                if keep {
-                    out.push(CheckedPair {
-                        a,
-                        b,
-                        estimate,
-                        jaccard,
-                    });
-                }
+                let sets = exact_sets.then_some((da.set.as_slice(), db.set.as_slice()));
+                out.extend(check_pair(config.verify, t, a, b, estimate, sets));
             }
             Ok(out)
         })
@@ -708,29 +683,7 @@ pub(super) fn run(
 
     // Group, as `dedup_signed` does, reading similarities back from the record file.
     let t_group = Instant::now();
-    let edges: Vec<Edge> = verified
-        .iter()
-        .map(|p| Edge {
-            a: p.a,
-            b: p.b,
-            similarity: p.jaccard.unwrap_or(p.estimate),
-        })
-        .collect();
-    let groups = cluster::group(n, &edges, config.groups);
-    let mut group_of = vec![u32::MAX; n];
-    for (g, grp) in groups.iter().enumerate() {
-        for &m in &grp.members {
-            group_of[m as usize] = g as u32;
-        }
-    }
-    let mut edges_by_group: Vec<Vec<Edge>> = vec![Vec::new(); groups.len()];
-    for e in &edges {
-        let (ga, gb) = (group_of[e.a as usize], group_of[e.b as usize]);
-        if ga != u32::MAX && ga == gb {
-            edges_by_group[ga as usize].push(*e);
-        }
-    }
-    drop(group_of);
+    let (groups, edges_by_group) = group_verified(n, &verified, config.groups);
     let failure: Mutex<Option<DedupError>> = Mutex::new(None);
     // Similarity of two documents of one group, through a per-group cache (bounded by the pair budget).
     let similarity = |cache: &mut FxHashMap<u32, Doc>, buf: &mut Vec<u8>, a: u32, b: u32| -> f64 {
@@ -749,7 +702,7 @@ pub(super) fn run(
         }
         let (x, y) = (&cache[&a], &cache[&b]);
         if exact_sets {
-            exact::jaccard(&x.set, &y.set)
+            exact::jaccard_ids(&x.set, &y.set)
         } else {
             kernel.estimate(&x.sig, &y.sig)
         }
