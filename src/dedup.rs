@@ -379,11 +379,13 @@ pub fn run(
         progress.inc(batch.docs.len() as u64);
         corpus.signatures.extend_from_slice(&batch.signatures);
         corpus.empty.extend_from_slice(&batch.empty);
-        for doc in batch.docs {
-            corpus.ids.push(doc.id);
-            corpus
-                .texts
-                .push(if keep_text { doc.text } else { String::new() });
+        for doc in &mut batch.docs {
+            corpus.ids.push(std::mem::take(&mut doc.id));
+            corpus.texts.push(if keep_text {
+                std::mem::take(&mut doc.text)
+            } else {
+                String::new()
+            });
         }
         Ok::<(), ReadError>(())
     })?;

@@ -69,16 +69,26 @@ const QUEUED_BATCHES: usize = 4;
 /// runs on the current rayon pool; memory holds at most a few batches of text. Stops at the first read error
 /// under `OnError::Fail` (the error names file, line and field) or the first error `consume` returns (the
 /// reading thread then stops too). The batches, and so the output, do not depend on the thread count.
+///
+/// `consume` may take what it keeps out of the batch (`std::mem::take` on a document's id or text); what it
+/// leaves goes back to the reading thread to be freed there, where it was allocated, so the allocator reuses
+/// that memory for the next batches instead of asking the system for more.
 pub fn sketch_corpus<E: From<ReadError>>(
     reader: &mut CorpusReader,
     shingler: &Shingler,
     kernel: &dyn Kernel,
-    mut consume: impl FnMut(SignedBatch) -> Result<(), E>,
+    mut consume: impl FnMut(&mut SignedBatch) -> Result<(), E>,
 ) -> Result<(), E> {
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUED_BATCHES);
+        let (spent_tx, spent_rx) =
+            std::sync::mpsc::sync_channel::<Vec<Document>>(QUEUED_BATCHES + 2);
         scope.spawn(move || {
             loop {
+                // Free the documents signing is done with before reading more.
+                while let Ok(spent) = spent_rx.try_recv() {
+                    drop(spent);
+                }
                 let batch = read_batch(reader, READ_BATCH_DOCS, READ_BATCH_BYTES);
                 let last = !matches!(&batch, Ok(docs) if !docs.is_empty());
                 // A send fails only when signing stopped (an error): then reading stops too.
@@ -92,7 +102,10 @@ pub fn sketch_corpus<E: From<ReadError>>(
             if docs.is_empty() {
                 break;
             }
-            consume(sign_batch(docs, shingler, kernel))?;
+            let mut signed = sign_batch(docs, shingler, kernel);
+            consume(&mut signed)?;
+            // When the reading thread is behind on freeing, free here (the channel never blocks signing).
+            let _ = spent_tx.try_send(std::mem::take(&mut signed.docs));
         }
         Ok(())
     })

@@ -344,7 +344,7 @@ pub fn sketch(
         empty += batch.empty.iter().filter(|&&e| e).count() as u64;
         bytes += batch.docs.iter().map(|d| d.text.len() as u64).sum::<u64>();
         progress.inc(batch.docs.len() as u64);
-        output.write_batch(&batch)
+        output.write_batch(batch)
     })?;
     let path = output.path.clone();
     output.finish()?;

@@ -9,6 +9,7 @@
 //! with serde_json, which then decides and words any error. So the fast path changes speed, never results:
 //! whenever it answers, serde_json would have answered the same (checked by the differential test below).
 
+use crate::arch::Dispatch;
 use memchr::memchr2;
 
 /// The id (if present) and the text of `line`, or `None` when the line needs the general parser.
@@ -18,6 +19,7 @@ pub(super) fn parse_fast(
     line: &[u8],
     id_field: &str,
     text_field: &str,
+    dispatch: Dispatch,
 ) -> Option<(Option<String>, String)> {
     // One pass each over the line: no raw control byte (JSON forbids them inside strings, and tabs or CRs
     // between tokens are rare enough to leave to serde_json), and valid UTF-8 (serde_json's own path repairs
@@ -60,7 +62,7 @@ pub(super) fn parse_fast(
                 if slot.is_some() || p.peek()? != b'"' {
                     return None; // a duplicate, or not a string: serde_json words the error
                 }
-                let (value, end) = string(s, p.pos + 1, true)?;
+                let (value, end) = string(s, p.pos + 1, true, dispatch)?;
                 *slot = Some(value);
                 p.pos = end;
             }
@@ -124,7 +126,7 @@ impl Cursor<'_> {
     fn skip_value(&mut self, s: &str) -> Option<()> {
         match self.peek()? {
             b'"' => {
-                let (_, end) = string(s, self.pos + 1, false)?;
+                let (_, end) = string(s, self.pos + 1, false, Dispatch::scalar())?;
                 self.pos = end;
             }
             b't' => self.literal(b"true")?,
@@ -181,10 +183,9 @@ impl Cursor<'_> {
 /// empty string), and the position after its closing quote. `None` for an unterminated string or an escape
 /// this path does not handle (an invalid escape or a lone surrogate, which serde_json reports).
 ///
-/// Texts escape often (a mail body has a `\n` or `\"` every 25 bytes or so), so the copy runs 8 bytes at a
-/// time: each word is stored whole and the output advances only past the bytes before the first quote or
-/// backslash in it (found with a SWAR test), instead of one search call and one copy call per escape.
-fn string(s: &str, start: usize, keep: bool) -> Option<(String, usize)> {
+/// Texts escape often (a mail body has a `\n` or `\"` every 25 bytes or so), so the plain runs between escapes
+/// are copied a block at a time ([`copy_plain`]) instead of one search call and one copy call per escape.
+fn string(s: &str, start: usize, keep: bool, dispatch: Dispatch) -> Option<(String, usize)> {
     let b = s.as_bytes();
     if !keep {
         let mut pos = start;
@@ -196,43 +197,115 @@ fn string(s: &str, start: usize, keep: bool) -> Option<(String, usize)> {
             pos += escape(&b[pos..])?.1;
         }
     }
-    // The unescaped string is never longer than the escaped one, so `rest + 8` bytes hold it and the last
-    // whole-word store.
-    let mut out = vec![0u8; b.len() - start + 8];
-    let (mut o, mut pos) = (0usize, start);
+    // The unescaped string is never longer than the escaped one; `copy_plain` may store a whole block past
+    // the bytes it keeps, so it is given that much room (and no buffer is zeroed first).
+    let mut out: Vec<u8> = Vec::with_capacity(b.len() - start + PLAIN_SLACK);
+    let mut pos = start;
     loop {
-        while pos + 8 <= b.len() {
-            let word: [u8; 8] = b[pos..pos + 8].try_into().expect("8 bytes");
-            out[o..o + 8].copy_from_slice(&word);
-            let special = special_bytes(u64::from_le_bytes(word));
-            if special != 0 {
-                let k = special.trailing_zeros() as usize / 8;
-                o += k;
-                pos += k;
-                break;
-            }
-            o += 8;
-            pos += 8;
-        }
-        while pos < b.len() && b[pos] != b'"' && b[pos] != b'\\' {
-            out[o] = b[pos];
-            o += 1;
-            pos += 1;
-        }
+        pos = copy_plain(b, pos, &mut out, dispatch);
         match b.get(pos)? {
             b'"' => {
-                out.truncate(o);
-                // The bytes are the line's own (valid UTF-8, cut only at ASCII quotes and backslashes) and
-                // whole encoded chars, so this check always passes.
-                return Some((String::from_utf8(out).ok()?, pos + 1));
+                // SAFETY: `out` holds runs of `s`'s own bytes, each cut only at an ASCII quote or backslash (so
+                // at char boundaries of valid UTF-8), and chars encoded by `encode_utf8`: valid UTF-8.
+                let text = unsafe { String::from_utf8_unchecked(out) };
+                return Some((text, pos + 1));
             }
             _ => {
                 let (c, len) = escape(&b[pos..])?;
-                o += c.encode_utf8(&mut out[o..o + 4]).len();
+                let mut utf8 = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
                 pos += len;
             }
         }
     }
+}
+
+/// Spare capacity [`copy_plain`] needs beyond the bytes it keeps (one whole block).
+const PLAIN_SLACK: usize = 64;
+
+/// Appends `b[pos..q]` to `out`, where `q` is the first quote or backslash at or after `pos` (or the end), and
+/// returns `q`. `out` must have [`PLAIN_SLACK`] bytes of spare capacity beyond `b.len() - pos`.
+#[inline]
+fn copy_plain(b: &[u8], pos: usize, out: &mut Vec<u8>, dispatch: Dispatch) -> usize {
+    debug_assert!(out.capacity() - out.len() >= b.len() - pos + PLAIN_SLACK);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(token) = dispatch.avx512() {
+        // SAFETY: the token proves AVX-512 F/BW; `out` has the spare capacity the function requires.
+        return unsafe { copy_plain_avx512(token, b, pos, out) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = dispatch;
+    copy_plain_swar(b, pos, out)
+}
+
+/// [`copy_plain`] 8 bytes at a time: each word is stored whole and the output advances only past the bytes
+/// before the first quote or backslash in it (found with a SWAR test).
+fn copy_plain_swar(b: &[u8], mut pos: usize, out: &mut Vec<u8>) -> usize {
+    while pos + 8 <= b.len() {
+        let word: [u8; 8] = b[pos..pos + 8].try_into().expect("8 bytes");
+        out.extend_from_slice(&word);
+        let special = special_bytes(u64::from_le_bytes(word));
+        if special != 0 {
+            let k = special.trailing_zeros() as usize / 8;
+            out.truncate(out.len() - 8 + k);
+            return pos + k;
+        }
+        pos += 8;
+    }
+    while pos < b.len() && b[pos] != b'"' && b[pos] != b'\\' {
+        out.push(b[pos]);
+        pos += 1;
+    }
+    pos
+}
+
+/// [`copy_plain`] 64 bytes at a time: each block (the last one loaded under a mask, so no byte past `b` is
+/// read) is stored whole into `out`'s spare capacity, and the length advances only past the bytes before the
+/// first quote or backslash in it.
+///
+/// # Safety
+/// `out` has at least `b.len() - pos + 64` bytes of spare capacity.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn copy_plain_avx512(
+    _: crate::arch::Avx512,
+    b: &[u8],
+    mut pos: usize,
+    out: &mut Vec<u8>,
+) -> usize {
+    use std::arch::x86_64::*;
+    let quote = _mm512_set1_epi8(b'"' as i8);
+    let backslash = _mm512_set1_epi8(b'\\' as i8);
+    while pos < b.len() {
+        let left = b.len() - pos;
+        let valid: u64 = if left >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << left) - 1
+        };
+        // SAFETY: the mask covers only the `left` bytes of `b` from `pos` (masked lanes are not read).
+        let v = unsafe { _mm512_maskz_loadu_epi8(valid, b.as_ptr().add(pos).cast()) };
+        let special =
+            (_mm512_cmpeq_epi8_mask(v, quote) | _mm512_cmpeq_epi8_mask(v, backslash)) & valid;
+        let keep = if special != 0 {
+            special.trailing_zeros() as usize
+        } else {
+            left.min(64)
+        };
+        let len = out.len();
+        // SAFETY: the caller left `b.len() - pos + 64` bytes of spare capacity at the start, and `out` grew by
+        // at most as many bytes as `pos` advanced since (an unescaped char is shorter than its escape), so 64 bytes at `len` are within the capacity; the
+        // `keep` bytes counted in are initialised by this store.
+        unsafe {
+            _mm512_storeu_si512(out.as_mut_ptr().add(len).cast(), v);
+            out.set_len(len + keep);
+        }
+        pos += keep;
+        if special != 0 {
+            return pos;
+        }
+    }
+    pos
 }
 
 /// A word with the high bit set in the lowest byte that is `"` or `\` (bytes above it may be flagged too:
@@ -290,6 +363,7 @@ fn hex4(h: &[u8]) -> Option<u32> {
 mod tests {
     use super::super::reader::{ReaderOptions, parse_json_serde};
     use super::parse_fast;
+    use crate::arch::Dispatch;
     use rand_xoshiro::Xoshiro256PlusPlus;
     use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
@@ -301,7 +375,24 @@ mod tests {
             text_field: text_field.to_string(),
             ..ReaderOptions::default()
         };
-        let fast = parse_fast(line, id_field.unwrap_or("id"), text_field);
+        let fast = parse_fast(
+            line,
+            id_field.unwrap_or("id"),
+            text_field,
+            Dispatch::detect(),
+        );
+        // Every instruction set's copy loop gives the same answer.
+        assert_eq!(
+            fast,
+            parse_fast(
+                line,
+                id_field.unwrap_or("id"),
+                text_field,
+                Dispatch::scalar()
+            ),
+            "line {:?}",
+            String::from_utf8_lossy(line)
+        );
         let Some((id, text)) = fast else {
             return false;
         };
@@ -337,7 +428,7 @@ mod tests {
         ];
         for (line, want) in cases {
             assert!(check(line.as_bytes(), None, "text"), "{line}");
-            let (id, text) = parse_fast(line.as_bytes(), "id", "text").unwrap();
+            let (id, text) = parse_fast(line.as_bytes(), "id", "text", Dispatch::detect()).unwrap();
             if let Some((want_id, want_text)) = want {
                 assert_eq!((id.as_deref(), text.as_str()), (Some(*want_id), *want_text));
             }
@@ -346,17 +437,19 @@ mod tests {
             br#"{"text":"x\ny\"z\\w\/\u00e9\ud83d\ude00"}"#,
             "id",
             "text",
+            Dispatch::detect(),
         )
         .unwrap();
         assert_eq!(text, "x\ny\"z\\w/\u{e9}\u{1f600}");
     }
 
     #[test]
-    fn escapes_at_every_offset_of_the_8_byte_words() {
-        // The unescape copies 8 bytes at a time: put each escape, and the closing quote, at every offset.
+    fn escapes_at_every_offset_of_the_copy_blocks() {
+        // The unescape copies 8 (SWAR) or 64 (AVX-512) bytes at a time: put each escape, and the closing quote,
+        // at every offset of both, and the line's end at every offset of the last masked block.
         for escape in ["\\n", "\\\"", "\\\\", "\\u00e9", "\\ud83d\\ude00", "\u{e9}"] {
-            for before in 0..20 {
-                for after in 0..12 {
+            for before in 0..140 {
+                for after in 0..70 {
                     let text = format!("{}{escape}{}", "a".repeat(before), "b".repeat(after));
                     let line = format!(r#"{{"text": "{text}{escape}", "id": "x{text}"}}"#);
                     assert!(check(line.as_bytes(), None, "text"), "{line}");
@@ -381,11 +474,11 @@ mod tests {
             r#"["text", "a"]"#,              // not an object
         ] {
             assert!(
-                parse_fast(line.as_bytes(), "id", "text").is_none(),
+                parse_fast(line.as_bytes(), "id", "text", Dispatch::detect()).is_none(),
                 "{line}"
             );
         }
-        assert!(parse_fast(b"{\"text\": \"a\xff\"}", "id", "text").is_none());
+        assert!(parse_fast(b"{\"text\": \"a\xff\"}", "id", "text", Dispatch::detect()).is_none());
     }
 
     /// A random JSON-ish line built from fragments. Half the lines are "clean" (a well-formed object with

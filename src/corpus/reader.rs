@@ -205,7 +205,9 @@ type Source = Box<dyn BufRead + Send>;
 
 /// Opens a file as a buffered byte stream, decompressing gzip (detected by the magic bytes `1f 8b`, which
 /// also covers a `.gz` extension; a `.gz` file without them is an error rather than silently read raw).
-fn open_source(path: &Path) -> Result<Source, ReadError> {
+/// With `read_ahead`, a gzip stream is decompressed on its own thread ([`ReadAhead`]), ahead of parsing: worth it
+/// for a corpus file, not for the many small files of a directory.
+fn open_source(path: &Path, read_ahead: bool) -> Result<Source, ReadError> {
     let io_err = |cause| ReadError::Io {
         file: path.to_path_buf(),
         cause,
@@ -237,14 +239,15 @@ fn open_source(path: &Path) -> Result<Source, ReadError> {
             }
         }
         refuse_utf16(&head).map_err(io_err)?;
-        let rest: Box<dyn Read + Send> = match broken {
-            Some(e) => Box::new(Broken(Some(e))),
-            None => Box::new(dec),
-        };
-        Ok(Box::new(BufReader::with_capacity(
-            TEXT_BUF,
-            std::io::Cursor::new(head).chain(rest),
-        )))
+        let head = std::io::Cursor::new(head);
+        Ok(match broken {
+            Some(e) => Box::new(head.chain(BufReader::new(Broken(Some(e))))),
+            None if read_ahead => match ReadAhead::spawn(Box::new(dec)) {
+                Ok(ahead) => Box::new(head.chain(ahead)),
+                Err(dec) => Box::new(head.chain(BufReader::with_capacity(TEXT_BUF, dec))),
+            },
+            None => Box::new(head.chain(BufReader::with_capacity(TEXT_BUF, dec))),
+        })
     } else if let Err(e) = refuse_utf16(head) {
         Err(io_err(e))
     } else if has_gz_extension(path) && !head.is_empty() {
@@ -254,6 +257,110 @@ fn open_source(path: &Path) -> Result<Source, ReadError> {
         )))
     } else {
         Ok(Box::new(raw))
+    }
+}
+
+/// Bytes per chunk of a [`ReadAhead`], and chunks it may hold ready ahead of the consumer.
+const AHEAD_CHUNK: usize = 1 << 20;
+const AHEAD_CHUNKS: usize = 4;
+
+/// A byte stream read on its own thread, at most [`AHEAD_CHUNKS`] chunks ahead of the consumer, so that
+/// decompression overlaps with parsing. The bytes and errors are the inner stream's, in its order (an error
+/// arrives after the bytes before it, then the stream ends). Dropping it stops the thread at its next chunk.
+struct ReadAhead {
+    chunks: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    /// Spent chunk buffers go back to the reading thread, so the chunks are allocated once.
+    spent: std::sync::mpsc::SyncSender<Vec<u8>>,
+    cur: Vec<u8>,
+    pos: usize,
+    done: bool,
+}
+
+impl ReadAhead {
+    /// Starts the reading thread; if the thread cannot be started, gives `inner` back to be read in place.
+    fn spawn(inner: Box<dyn Read + Send>) -> Result<ReadAhead, Box<dyn Read + Send>> {
+        let (tx, chunks) = std::sync::mpsc::sync_channel(AHEAD_CHUNKS);
+        let (spent, spare) = std::sync::mpsc::sync_channel::<Vec<u8>>(AHEAD_CHUNKS + 2);
+        // The stream moves into the thread only once it has started; a failed start hands it back.
+        let (give, take) = std::sync::mpsc::sync_channel::<Box<dyn Read + Send>>(1);
+        let started = std::thread::Builder::new()
+            .name("lshbench-read-ahead".into())
+            .spawn(move || {
+                let Ok(mut inner) = take.recv() else { return };
+                loop {
+                    let mut buf = spare.try_recv().unwrap_or_default();
+                    buf.resize(AHEAD_CHUNK, 0);
+                    let mut n = 0;
+                    let mut failed = None;
+                    while n < buf.len() {
+                        match inner.read(&mut buf[n..]) {
+                            Ok(0) => break,
+                            Ok(m) => n += m,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => {
+                                failed = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                    buf.truncate(n);
+                    let end = n < AHEAD_CHUNK;
+                    // A send fails only when the consumer is gone: then stop.
+                    if (n > 0 && tx.send(Ok(buf)).is_err()) || end {
+                        if let Some(e) = failed {
+                            let _ = tx.send(Err(e));
+                        }
+                        return;
+                    }
+                }
+            });
+        match started {
+            Ok(_) => {
+                give.send(inner)
+                    .expect("the reading thread waits for its stream");
+                Ok(ReadAhead {
+                    chunks,
+                    spent,
+                    cur: Vec::new(),
+                    pos: 0,
+                    done: false,
+                })
+            }
+            Err(_) => Err(inner),
+        }
+    }
+}
+
+impl Read for ReadAhead {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let avail = self.fill_buf()?;
+        let n = avail.len().min(out.len());
+        out[..n].copy_from_slice(&avail[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for ReadAhead {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        while self.pos == self.cur.len() && !self.done {
+            let spent = std::mem::take(&mut self.cur);
+            let _ = self.spent.try_send(spent);
+            self.pos = 0;
+            match self.chunks.recv() {
+                Ok(Ok(chunk)) => self.cur = chunk,
+                Ok(Err(e)) => {
+                    self.done = true;
+                    return Err(e);
+                }
+                Err(_) => self.done = true,
+            }
+        }
+        Ok(&self.cur[self.pos..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.cur.len());
     }
 }
 
@@ -386,7 +493,7 @@ impl CorpusReader {
         };
         let inner = match format {
             InputFormat::Jsonl | InputFormat::Text => Inner::Lines {
-                src: open_source(path)?,
+                src: open_source(path, true)?,
                 buf: Vec::with_capacity(1 << 16),
                 line: 0,
                 json: format == InputFormat::Jsonl,
@@ -397,7 +504,7 @@ impl CorpusReader {
                 } else {
                     b','
                 };
-                open_delimited(path, open_source(path)?, delimiter, options)?
+                open_delimited(path, open_source(path, true)?, delimiter, options)?
             }
             InputFormat::Dir => {
                 let mut files = Vec::new();
@@ -463,8 +570,25 @@ impl CorpusReader {
                 line,
                 json,
             } => loop {
-                buf.clear();
                 let limit = options.max_record_bytes;
+                let io_err = |cause| ReadError::Io {
+                    file: self.path.clone(),
+                    cause,
+                };
+                // Most lines lie whole in the source's buffer: parse them there, without copying them out.
+                let avail = src.fill_buf().map_err(io_err)?;
+                if let Some(nl) = memchr::memchr(b'\n', avail).filter(|&nl| nl as u64 <= limit) {
+                    *line += 1;
+                    let bytes = &avail[..nl];
+                    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+                    let record = line_record(bytes, *line, *json, options);
+                    src.consume(nl + 1);
+                    match record {
+                        Some(record) => return Ok(Some(record)),
+                        None => continue,
+                    }
+                }
+                buf.clear();
                 let n = src
                     .by_ref()
                     .take(limit.saturating_add(1))
@@ -484,24 +608,9 @@ impl CorpusReader {
                 if let Some(rest) = bytes.strip_suffix(b"\n") {
                     bytes = rest.strip_suffix(b"\r").unwrap_or(rest);
                 }
-                if *line == 1 {
-                    // A UTF-8 byte-order mark, as editors on Windows write, is not part of the first record.
-                    bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+                if let Some(record) = line_record(bytes, *line, *json, options) {
+                    return Ok(Some(record));
                 }
-                if *json {
-                    if bytes.iter().all(u8::is_ascii_whitespace) {
-                        continue; // a blank line is not a record
-                    }
-                    return Ok(Some(parse_json(bytes, *line, options)));
-                }
-                return Ok(Some(match decode(bytes, options.strict_utf8) {
-                    Ok((text, replaced)) => Ok(Parsed {
-                        id: None,
-                        text: text.into_owned(),
-                        replaced,
-                    }),
-                    Err(reason) => Err(Bad::new(*line, "", reason)),
-                }));
             },
             Inner::Delimited {
                 rows,
@@ -570,7 +679,7 @@ impl CorpusReader {
                 let full = root.join(&rel);
                 buf.clear();
                 let limit = options.max_record_bytes;
-                open_source(&full)?
+                open_source(&full, false)?
                     .take(limit.saturating_add(1))
                     .read_to_end(buf)
                     .map_err(|cause| ReadError::Io {
@@ -673,6 +782,34 @@ impl Iterator for CorpusReader {
     }
 }
 
+/// The record of one line of a JSONL or text corpus (`bytes` without its line end, `\n` or `\r\n`), or
+/// `None` for a blank JSONL line, which is not a record.
+fn line_record(
+    mut bytes: &[u8],
+    line: u64,
+    json: bool,
+    options: &ReaderOptions,
+) -> Option<Result<Parsed, Bad>> {
+    if line == 1 {
+        // A UTF-8 byte-order mark, as editors on Windows write, is not part of the first record.
+        bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    }
+    if json {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return None;
+        }
+        return Some(parse_json(bytes, line, options));
+    }
+    Some(match decode(bytes, options.strict_utf8) {
+        Ok((text, replaced)) => Ok(Parsed {
+            id: None,
+            text: text.into_owned(),
+            replaced,
+        }),
+        Err(reason) => Err(Bad::new(line, "", reason)),
+    })
+}
+
 /// Decodes bytes as UTF-8: borrowed when valid, else replaced (and flagged) or rejected under `strict`.
 pub(super) fn decode(bytes: &[u8], strict: bool) -> Result<(Cow<'_, str>, bool), String> {
     match std::str::from_utf8(bytes) {
@@ -692,7 +829,12 @@ pub(super) fn decode(bytes: &[u8], strict: bool) -> Result<(Cow<'_, str>, bool),
 /// answers only where serde_json would answer the same).
 fn parse_json(bytes: &[u8], line: u64, options: &ReaderOptions) -> Result<Parsed, Bad> {
     let id_field = options.id_field.as_deref().unwrap_or("id");
-    match super::jsonl::parse_fast(bytes, id_field, &options.text_field) {
+    match super::jsonl::parse_fast(
+        bytes,
+        id_field,
+        &options.text_field,
+        crate::arch::Dispatch::detect(),
+    ) {
         Some((id, text)) => Ok(Parsed {
             id,
             text,

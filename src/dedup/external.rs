@@ -324,9 +324,9 @@ pub(super) fn run(
             });
         first.full.extend_from_slice(&full);
         first.empty.extend_from_slice(&batch.empty);
-        for doc in batch.docs {
+        for doc in &mut batch.docs {
             first.id_heap += heap_bytes(doc.id.capacity());
-            first.ids.push(doc.id);
+            first.ids.push(std::mem::take(&mut doc.id));
         }
         let n = first.ids.len() as u64;
         let resident = BASE_BYTES + burst + first.resident();
