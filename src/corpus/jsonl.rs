@@ -207,7 +207,13 @@ fn string(s: &str, start: usize, keep: bool, dispatch: Dispatch) -> Option<(Stri
             b'"' => {
                 // SAFETY: `out` holds runs of `s`'s own bytes, each cut only at an ASCII quote or backslash (so
                 // at char boundaries of valid UTF-8), and chars encoded by `encode_utf8`: valid UTF-8.
-                let text = unsafe { String::from_utf8_unchecked(out) };
+                let mut text = unsafe { String::from_utf8_unchecked(out) };
+                // The buffer was sized for the rest of the line: an id (or a text) followed by more fields
+                // would keep that whole length allocated for as long as it lives (out-of-core dedup keeps
+                // every id).
+                if text.capacity() / 2 > text.len() + PLAIN_SLACK {
+                    text.shrink_to_fit();
+                }
                 return Some((text, pos + 1));
             }
             _ => {
@@ -362,7 +368,7 @@ fn hex4(h: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::super::reader::{ReaderOptions, parse_json_serde};
-    use super::parse_fast;
+    use super::{PLAIN_SLACK, parse_fast};
     use crate::arch::Dispatch;
     use rand_xoshiro::Xoshiro256PlusPlus;
     use rand_xoshiro::rand_core::{Rng, SeedableRng};
@@ -455,6 +461,22 @@ mod tests {
                     assert!(check(line.as_bytes(), None, "text"), "{line}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_field_before_a_long_one_does_not_keep_the_line_allocated() {
+        let line = format!(r#"{{"id": "doc-1", "text": "{}"}}"#, "x".repeat(100_000));
+        for dispatch in [Dispatch::detect(), Dispatch::scalar()] {
+            let (id, text) = parse_fast(line.as_bytes(), "id", "text", dispatch).unwrap();
+            let id = id.unwrap();
+            assert_eq!((id.as_str(), text.len()), ("doc-1", 100_000));
+            assert!(
+                id.capacity() <= 2 * PLAIN_SLACK,
+                "id capacity {}",
+                id.capacity()
+            );
+            assert!(text.capacity() <= 100_000 + 2 * PLAIN_SLACK);
         }
     }
 
