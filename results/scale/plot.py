@@ -21,7 +21,10 @@ for label in sorted(os.listdir(HERE)):
     rec = {}
     if os.path.exists(os.path.join(d, "recall.json")):
         rec = json.load(open(os.path.join(d, "recall.json")))
-    rows.append(dict(label=label, docs=docs, wall=wall, cpu=cpu, rss=rss, recall=rec.get("recall"),
+    # How the run was taken (a line in conditions.txt; the runs before it were on a shared machine).
+    cond_path = os.path.join(d, "conditions.txt")
+    cond = open(cond_path).read().strip() if os.path.exists(cond_path) else "shared machine (load 12-800): wall disturbed"
+    rows.append(dict(label=label, docs=docs, wall=wall, cpu=cpu, rss=rss, recall=rec.get("recall"), cond=cond,
                      recall_se=rec.get("recall_standard_error"), predicted=rec.get("scurve_prediction")))
 rows.sort(key=lambda r: r["docs"])
 with open(os.path.join(HERE, "scale.csv"), "w") as f:
@@ -62,7 +65,7 @@ tmax = max(max(r["wall"], r["cpu"]) for r in rows) / 60
 svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2*W}" height="{H}" font-family="sans-serif">',
        '<rect width="100%" height="100%" fill="white"/>',
        panel(0, "dedup --memory-limit 6G, 2 threads: time", "minutes",
-             [("wall (machine shared, disturbed)", lambda r: r["wall"] / 60, "#1f77b4"),
+             [("wall (1M, 4M: shared machine, disturbed)", lambda r: r["wall"] / 60, "#1f77b4"),
               ("CPU (user + system)", lambda r: r["cpu"] / 60, "#ff7f0e")], max(tmax * 1.1, 10.5),
              (10, "target: 10 min")),
        panel(W, "peak RSS (/usr/bin/time -v)", "GiB",
@@ -74,11 +77,11 @@ for r in rows:
 
 # The markdown table README.md and BENCHMARKING.md quote.
 with open(os.path.join(HERE, "scale.md"), "w") as f:
-    f.write("| documents | text (gzip'd) | CPU time (user + sys) | wall time (disturbed) | peak RSS | recall vs planted truth (± s.e.) | S-curve prediction |\n")
-    f.write("|---:|---:|---:|---:|---:|---:|---:|\n")
+    f.write("| documents | text (gzip'd) | CPU time (user + sys) | wall time | peak RSS | recall vs planted truth (± s.e.) | S-curve prediction | conditions |\n")
+    f.write("|---:|---:|---:|---:|---:|---:|---:|---|\n")
     for r in rows:
         text = {1_000_000: "1.5 GB (0.76 GB)", 4_000_000: "6.0 GB (3.0 GB)", 10_000_000: "15 GB (7.6 GB)"}.get(r["docs"], "")
         rec = "" if r["recall"] is None else f"{r['recall']:.4f} ± {r['recall_se']:.4f}"
         pred = "" if r["predicted"] is None else f"{r['predicted']:.4f}"
-        f.write(f"| {r['docs']:,} | {text} | {r['cpu']:.0f} s | {r['wall']/60:.1f} min | {r['rss']/1e9:.2f} GB | {rec} | {pred} |\n")
+        f.write(f"| {r['docs']:,} | {text} | {r['cpu']:.0f} s | {r['wall']/60:.1f} min | {r['rss']/1e9:.2f} GB | {rec} | {pred} | {r['cond']} |\n")
 print(open(os.path.join(HERE, "scale.md")).read())
