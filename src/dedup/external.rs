@@ -430,24 +430,16 @@ pub(super) fn run(
     let mut reps: Vec<u32> = Vec::new();
     let mut starts: Vec<u32> = vec![0];
     let mut members: Vec<u32> = Vec::with_capacity(by_full.len());
-    let mut i = 0;
-    while i < by_full.len() {
-        let mut j = i + 1;
-        while j < by_full.len() && by_full[j].0 == by_full[i].0 {
-            j += 1;
-        }
-        let mut run: Vec<u32> = by_full[i..j].iter().map(|p| p.1).collect();
-        while !run.is_empty() {
-            let head = first.full[run[0] as usize].1;
-            let (same, rest): (Vec<u32>, Vec<u32>) =
-                run.iter().partition(|&&d| first.full[d as usize].1 == head);
+    // Within a hash run, split by the second, independent hash (a collision of the first must not merge).
+    crate::lsh::index::hash_classes(
+        &by_full,
+        |a, b| first.full[a as usize].1 == first.full[b as usize].1,
+        |same| {
             reps.push(same[0]);
             members.extend_from_slice(&same);
             starts.push(members.len() as u32);
-            run = rest;
-        }
-        i = j;
-    }
+        },
+    );
     drop(by_full);
     first.full = Vec::new();
     let class = |c: usize| &members[starts[c] as usize..starts[c + 1] as usize];

@@ -52,6 +52,25 @@ impl BandHasher {
     }
 }
 
+/// Splits `sorted` (hash, document) pairs, sorted by hash, into classes of equal documents: within each run of
+/// one hash, the documents `same` finds equal to the run's first remaining one, in run order, then the rest
+/// likewise (so a hash collision never merges two classes). Calls `class` on each class, in order.
+pub(crate) fn hash_classes(
+    sorted: &[(u64, u32)],
+    same: impl Fn(u32, u32) -> bool,
+    mut class: impl FnMut(Vec<u32>),
+) {
+    for run in sorted.chunk_by(|a, b| a.0 == b.0) {
+        let mut run: Vec<u32> = run.iter().map(|p| p.1).collect();
+        while !run.is_empty() {
+            let head = run[0];
+            let (equal, rest): (Vec<u32>, Vec<u32>) = run.iter().partition(|&&d| same(d, head));
+            class(equal);
+            run = rest;
+        }
+    }
+}
+
 /// xxh3 of the slots' little-endian bytes, the same on every platform.
 #[inline]
 fn hash_slots(slots: &[u32], seed: u64) -> u64 {
@@ -269,25 +288,15 @@ pub fn batch_candidates_limited(
     // class_of[rep] lists members (rep first); reps are the smallest member.
     let mut reps: Vec<u32> = Vec::new();
     let mut members: Vec<Vec<u32>> = Vec::new();
-    let mut i = 0;
-    while i < by_full.len() {
-        let mut j = i + 1;
-        while j < by_full.len() && by_full[j].0 == by_full[i].0 {
-            j += 1;
-        }
-        // Within a hash run, split by actual slot equality (a 64-bit collision must not merge classes).
-        let mut run: Vec<u32> = by_full[i..j].iter().map(|p| p.1).collect();
-        while !run.is_empty() {
-            let head = run[0];
-            let (same, rest): (Vec<u32>, Vec<u32>) = run
-                .iter()
-                .partition(|&&d| sig(d as usize) == sig(head as usize));
+    // Within a hash run, split by actual slot equality (a 64-bit collision must not merge classes).
+    hash_classes(
+        &by_full,
+        |a, b| sig(a as usize) == sig(b as usize),
+        |same| {
             reps.push(same[0]);
             members.push(same);
-            run = rest;
-        }
-        i = j;
-    }
+        },
+    );
     let mut pairs: Vec<u64> = Vec::new();
     for m in &members {
         if m.len() > 1 {
