@@ -186,6 +186,9 @@ impl Kernel for BBit {
     fn estimate(&self, a: &[u32], b: &[u32]) -> f64 {
         corrected(super::fraction_equal(a, b), self.bits)
     }
+    fn slot_bits(&self) -> u32 {
+        self.bits
+    }
 }
 
 #[cfg(test)]
