@@ -245,6 +245,10 @@ fn info_lists_every_kernel_with_its_instruction_set() {
     for name in lshbench::kernel::names() {
         assert!(text.contains(name), "info mentions {name}: {text}");
     }
+    assert!(
+        text.contains("b-bit slots: --bits 1|2|4|8|16|32"),
+        "info mentions b-bit slots: {text}"
+    );
     let capped = lshbench(&["info"], &[("LSHBENCH_ISA", "portable")]);
     ok(&capped);
     assert!(!String::from_utf8_lossy(&capped.stdout).contains("runs on avx512"));

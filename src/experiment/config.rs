@@ -547,6 +547,45 @@ pub struct AblationConfig {
     /// Timed rounds of the speed measurement.
     #[serde(default = "default_ablation_repeats")]
     pub repeats: usize,
+    /// The S-curve fit: (b, r) settings written "BxR", each with b * r <= `num_perm` (empty: no banding
+    /// measurement).
+    #[serde(default = "default_ablation_bands_rows")]
+    pub bands_rows: Vec<String>,
+    /// The S-curve fit: the planted J of its pairs.
+    #[serde(default = "default_ablation_banding_jaccard")]
+    pub banding_jaccard: Vec<f64>,
+    /// The S-curve fit: the union size of its pairs (large enough that no one-permutation bin is expected
+    /// empty at `num_perm`, so the theory applies to every family).
+    #[serde(default = "default_ablation_banding_union")]
+    pub banding_union: usize,
+    /// The S-curve fit: pairs per (kernel, elements, J) cell, a fresh kernel seed each.
+    #[serde(default = "default_ablation_banding_trials")]
+    pub banding_trials: usize,
+    /// Family-wise false-alarm rate of the S-curve test (exact binomial per point, Bonferroni over the points).
+    #[serde(default = "default_ablation_alpha")]
+    pub family_alpha: f64,
+}
+fn default_ablation_bands_rows() -> Vec<String> {
+    vec!["32x4".into(), "16x8".into()]
+}
+fn default_ablation_banding_jaccard() -> Vec<f64> {
+    vec![0.3, 0.5, 0.7, 0.8]
+}
+fn default_ablation_banding_union() -> usize {
+    2000
+}
+fn default_ablation_banding_trials() -> usize {
+    2000
+}
+fn default_ablation_alpha() -> f64 {
+    1e-3
+}
+
+impl AblationConfig {
+    /// The parsed `bands_rows` (checked by `validate`).
+    pub fn bandings(&self) -> Result<Vec<Banding>, String> {
+        parse_bandings(&self.bands_rows, "bands_rows")
+    }
 }
 fn default_ablation_shingle() -> String {
     "char:5".into()
@@ -596,6 +635,41 @@ impl Validate for AblationConfig {
             ],
             "ablation",
         )?;
+        for (i, b) in self.bandings()?.iter().enumerate() {
+            if b.hashes() > self.num_perm {
+                return Err(format!(
+                    "bands_rows[{i}]: {b} needs {} slots, more than num_perm = {}",
+                    b.hashes(),
+                    self.num_perm
+                ));
+            }
+        }
+        if !self.bands_rows.is_empty() {
+            check_nonempty(&self.banding_jaccard, "banding_jaccard")?;
+            check_unit_open(&self.banding_jaccard, "banding_jaccard")?;
+            if self.banding_union < 2 {
+                return Err("banding_union: a union needs at least 2 elements".into());
+            }
+            check_one_at_most(self.banding_union, "banding_union", MAX_UNION)?;
+            if self.banding_trials < 2 {
+                return Err("banding_trials: need at least 2 trials".into());
+            }
+            check_one_at_most(self.banding_trials, "banding_trials", MAX_TRIALS)?;
+            check_cells(
+                &[
+                    self.kernels.len(),
+                    self.banding_jaccard.len(),
+                    self.elements.len(),
+                ],
+                "ablation banding",
+            )?;
+        }
+        if !(self.family_alpha > 0.0 && self.family_alpha < 1.0) {
+            return Err(format!(
+                "family_alpha: {} is not in (0, 1)",
+                self.family_alpha
+            ));
+        }
         self.dataset.validate("dataset")?;
         check_shingles(std::slice::from_ref(&self.shingle), "shingle")
     }

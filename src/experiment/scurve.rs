@@ -260,6 +260,84 @@ pub fn band_interval(r: &BandRow, z: f64, independent: bool) -> (f64, f64) {
     }
 }
 
+/// How one S-curve point is tested, by its family: where bands are independent, the count of agreeing bands
+/// over every band of every pair against Binomial(b n, J^r); where they are dependent, the count of candidate
+/// pairs against Binomial(n, P(J)); not at all where the family's bins are expected empty (densification
+/// decides there).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PointTest {
+    /// Agreeing bands, `x` of `n` draws, each Bernoulli(`p`) = J^r.
+    PerBand {
+        /// Bands that agreed.
+        x: u64,
+        /// b times the pairs.
+        n: u64,
+        /// J^r.
+        p: f64,
+    },
+    /// Candidate pairs, `x` of `n`, each Bernoulli(`p`) = 1 - (1 - J^r)^b.
+    PerPair {
+        /// Pairs that shared a band.
+        x: u64,
+        /// Pairs.
+        n: u64,
+        /// P(J).
+        p: f64,
+    },
+    /// A sparse cell: not tested.
+    Untested,
+}
+
+impl PointTest {
+    /// The exact binomial tails (P(X <= x), P(X >= x)) of the point (1, 1 when untested).
+    pub fn tails(self) -> (f64, f64) {
+        match self {
+            PointTest::PerBand { x, n, p } | PointTest::PerPair { x, n, p } => {
+                binomial_tails(x, n, p)
+            }
+            PointTest::Untested => (1.0, 1.0),
+        }
+    }
+
+    /// Whether the point is consistent with theory at two-sided level `alpha` (an untested point is).
+    pub fn consistent(self, alpha: f64) -> bool {
+        match self {
+            PointTest::PerBand { x, n, p } | PointTest::PerPair { x, n, p } => {
+                binomial_consistent(x, n, p, alpha)
+            }
+            PointTest::Untested => true,
+        }
+    }
+
+    /// "per band", "per pair" or "not tested (sparse)", for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            PointTest::PerBand { .. } => "per band",
+            PointTest::PerPair { .. } => "per pair",
+            PointTest::Untested => "not tested (sparse)",
+        }
+    }
+}
+
+/// The test of point `r` for a kernel of `family` ([`PointTest`]).
+pub fn point_test(family: crate::kernel::SketchFamily, r: &ScurveRow) -> PointTest {
+    if family.is_sparse(r.union, r.num_perm) {
+        PointTest::Untested
+    } else if family.independent_bands() {
+        PointTest::PerBand {
+            x: r.agreeing_bands,
+            n: (r.trials * r.bands) as u64,
+            p: r.p_band_theory,
+        }
+    } else {
+        PointTest::PerPair {
+            x: r.candidates,
+            n: r.trials as u64,
+            p: r.p_theory,
+        }
+    }
+}
+
 /// The self-checks over all rows of an S-curve run. Fails on a row whose kernel is not in the registry.
 pub fn check(
     cfg_alpha: f64,
@@ -282,14 +360,10 @@ pub fn check_in(
     let mut per_band = Vec::new();
     let mut per_pair = Vec::new();
     for r in rows {
-        let family = lookup(&r.kernel)?;
-        if family.is_sparse(r.union, r.num_perm) {
-            continue;
-        }
-        if family.independent_bands() {
-            per_band.push(r);
-        } else {
-            per_pair.push(r);
+        match point_test(lookup(&r.kernel)?, r) {
+            PointTest::PerBand { .. } => per_band.push(r),
+            PointTest::PerPair { .. } => per_pair.push(r),
+            PointTest::Untested => {}
         }
     }
     // Exact binomial tests (a normal interval fails where J^r is tiny), Bonferroni over every checked point.
@@ -306,7 +380,7 @@ pub fn check_in(
         .filter_map(|r| {
             let n = (r.trials * r.bands) as u64;
             let (lo, hi) = binomial_tails(r.agreeing_bands, n, r.p_band_theory);
-            (!binomial_consistent(r.agreeing_bands, n, r.p_band_theory, alpha)).then(|| {
+            (!point_test(lookup(&r.kernel).ok()?, r).consistent(alpha)).then(|| {
                 format!(
                     "{}: {}/{n} bands = {:.4} against J^r = {:.4} (P(X <= x) = {lo:.2e}, P(X >= x) = {hi:.2e})",
                     label(r),
@@ -321,7 +395,7 @@ pub fn check_in(
         .iter()
         .filter_map(|r| {
             let (lo, hi) = binomial_tails(r.candidates, r.trials as u64, r.p_theory);
-            (!binomial_consistent(r.candidates, r.trials as u64, r.p_theory, alpha)).then(|| {
+            (!point_test(lookup(&r.kernel).ok()?, r).consistent(alpha)).then(|| {
                 format!(
                     "{}: {}/{} = {:.4} against P = {:.4} (P(X <= x) = {lo:.2e}, P(X >= x) = {hi:.2e})",
                     label(r),

@@ -703,7 +703,11 @@ mod tests {
         let full = default_banding(128, 0.5).unwrap();
         assert!(full.probability(slot_agreement(0.0, 1)) > 0.99);
         let one = default_banding_bits(128, 0.5, 1).unwrap();
-        assert!(one.rows > full.rows, "{one} against {full}");
+        assert_eq!(one, Banding { bands: 17, rows: 5 });
+        assert_eq!(
+            default_banding_bits(128, 0.5, 2).unwrap(),
+            Banding { bands: 28, rows: 4 }
+        );
         assert!(one.probability(slot_agreement(0.0, 1)) < 0.6, "{one}");
     }
 }
