@@ -63,6 +63,9 @@ pub enum DedupError {
     /// The banding or the threshold is out of range.
     #[error(transparent)]
     Banding(#[from] BandingError),
+    /// A slot width that is not one of 1, 2, 4, 8, 16 or 32 bits.
+    #[error(transparent)]
+    Bits(#[from] crate::kernel::bbit::BadBits),
     /// The state to load could not be read or does not match this run, or the state could not be saved.
     #[error(transparent)]
     State(#[from] StateError),
@@ -132,46 +135,73 @@ pub struct BandingChoice {
     pub threshold: f64,
     /// Whether --bands/--rows were given (else the default rule picked them).
     pub explicit: bool,
+    /// Bits each slot keeps (`--bits`; 32: the full slot). With fewer, a slot agrees with probability
+    /// [`tune::slot_agreement`] and the S-curve is taken there.
+    pub bits: u32,
 }
 
-/// Resolves --bands/--rows/--threshold: both of bands and rows, or neither (the default rule of
-/// [`tune::default_banding`] picks them for the threshold, 0.5 when not given). An explicit threshold the
-/// explicit banding finds with probability below 1/2 is refused.
+impl BandingChoice {
+    /// The probability that a pair of similarity `s` becomes a candidate: the S-curve at the slot agreement
+    /// of `bits`-bit slots, `1 - (1 - P(s)^r)^b` with `P(s) = C + (1 - C) s` (s itself at 32 bits).
+    pub fn probability(&self, s: f64) -> f64 {
+        self.banding.probability(tune::slot_agreement(s, self.bits))
+    }
+
+    /// The similarity a pair is found at with probability 1/2 (0 when chance agreement alone passes 1/2).
+    pub fn half_point(&self) -> f64 {
+        tune::similarity_of_agreement(self.banding.half_point(), self.bits)
+    }
+}
+
+/// Resolves --bands/--rows/--threshold for slots of `bits` bits: both of bands and rows, or neither (the
+/// default rule of [`tune::default_banding_bits`] picks them for the threshold, 0.5 when not given, in the
+/// slot agreement of `bits`-bit slots). An explicit threshold the explicit banding finds with probability below
+/// 1/2 is refused.
 pub fn choose_banding(
     bands: Option<usize>,
     rows: Option<usize>,
     threshold: Option<f64>,
     num_perm: usize,
+    bits: u32,
 ) -> Result<BandingChoice, DedupError> {
     let t = check_threshold(threshold.unwrap_or(0.5))?;
+    let bits = crate::kernel::bbit::check_bits(bits)?;
     match (bands, rows) {
         (Some(b), Some(r)) => {
-            let banding = Banding::new(b, r, num_perm)?;
-            let p = banding.probability(t);
+            let choice = BandingChoice {
+                banding: Banding::new(b, r, num_perm)?,
+                threshold: t,
+                explicit: true,
+                bits,
+            };
+            let p = choice.probability(t);
             if threshold.is_some() && p < 0.5 {
-                let suggestion = tune::default_banding(num_perm, t)?;
+                let suggestion = BandingChoice {
+                    banding: tune::default_banding_bits(num_perm, t, bits)?,
+                    ..choice
+                };
                 return Err(DedupError::Contradiction {
                     threshold: t,
                     bands: b,
                     rows: r,
                     probability: p,
-                    half_point: banding.half_point(),
-                    rule_of_thumb: banding.rule_of_thumb(),
-                    suggested_bands: suggestion.bands,
-                    suggested_rows: suggestion.rows,
+                    half_point: choice.half_point(),
+                    rule_of_thumb: tune::similarity_of_agreement(
+                        choice.banding.rule_of_thumb(),
+                        bits,
+                    ),
+                    suggested_bands: suggestion.banding.bands,
+                    suggested_rows: suggestion.banding.rows,
                     suggested_probability: suggestion.probability(t),
                 });
             }
-            Ok(BandingChoice {
-                banding,
-                threshold: t,
-                explicit: true,
-            })
+            Ok(choice)
         }
         (None, None) => Ok(BandingChoice {
-            banding: tune::default_banding(num_perm, t)?,
+            banding: tune::default_banding_bits(num_perm, t, bits)?,
             threshold: t,
             explicit: false,
+            bits,
         }),
         (Some(_), None) => Err(DedupError::BandsWithoutRows),
         (None, Some(_)) => Err(DedupError::RowsWithoutBands),
@@ -336,6 +366,7 @@ pub fn run(
         options.rows,
         options.threshold,
         kernel.num_perm(),
+        kernel.slot_bits(),
     )?;
     if options.bucket_cap < 2 {
         return Err(DedupError::BucketCap);
@@ -868,27 +899,39 @@ pub fn summary(report: &DedupReport) -> String {
         o.empty_documents,
         c.documents
     );
+    let choice = &config.choice;
     let _ = writeln!(
         s,
         "banding: {} bands x {} rows ({}); P({t}) = {:.4}, P = 1/2 at s = {:.4}",
         b.bands,
         b.rows,
-        if config.choice.explicit {
+        if choice.explicit {
             "given".to_string()
         } else {
             format!("default rule for --threshold {t}: P(t) >= 0.99, then the smallest P(t/2)")
         },
-        b.probability(t),
-        b.half_point()
+        choice.probability(t),
+        choice.half_point()
     );
-    if config.choice.explicit && b.probability(t) < 0.5 {
+    if choice.bits < 32 {
+        let _ = writeln!(
+            s,
+            "{}-bit slots: a slot agrees with probability 2^-{} + (1 - 2^-{}) s, so the S-curve above is taken \
+             there; unrelated documents (s = 0) become candidates with probability {:.4}",
+            choice.bits,
+            choice.bits,
+            choice.bits,
+            choice.probability(0.0)
+        );
+    }
+    if choice.explicit && choice.probability(t) < 0.5 {
         // An explicit --threshold that contradicts the banding is refused in `choose_banding`; the default
         // threshold is not refused (the banding was the user's choice), but the contradiction is said plainly.
         let _ = writeln!(
             s,
             "warning: this banding finds pairs at the verification threshold {t} (the default) with probability \
              only {:.4}; pass --threshold to say which similarity you are after",
-            b.probability(t)
+            choice.probability(t)
         );
     }
     let _ = writeln!(
@@ -983,7 +1026,7 @@ mod tests {
 
     #[test]
     fn banding_choice_errors_are_clear() {
-        let e = |b, r, t| choose_banding(b, r, t, 128).unwrap_err().to_string();
+        let e = |b, r, t| choose_banding(b, r, t, 128, 32).unwrap_err().to_string();
         assert!(e(Some(43), Some(3), None).contains("129 slots"));
         assert!(e(Some(0), Some(3), None).contains("--bands must be at least 1"));
         assert!(e(Some(3), Some(0), None).contains("--rows must be at least 1"));
@@ -993,9 +1036,9 @@ mod tests {
         let msg = e(Some(5), Some(25), Some(0.5));
         assert!(msg.contains("contradicts --bands 5 --rows 25"), "{msg}");
         assert!(msg.contains("35 bands x 3 rows"), "{msg}");
-        let ok = choose_banding(Some(42), Some(3), Some(0.5), 128).unwrap();
+        let ok = choose_banding(Some(42), Some(3), Some(0.5), 128, 32).unwrap();
         assert!(ok.explicit);
-        let auto = choose_banding(None, None, Some(0.5), 128).unwrap();
+        let auto = choose_banding(None, None, Some(0.5), 128, 32).unwrap();
         assert_eq!(auto.banding, Banding { bands: 35, rows: 3 });
         assert!(!auto.explicit);
     }

@@ -245,6 +245,10 @@ fn info_lists_every_kernel_with_its_instruction_set() {
     for name in lshbench::kernel::names() {
         assert!(text.contains(name), "info mentions {name}: {text}");
     }
+    assert!(
+        text.contains("b-bit slots: --bits 1|2|4|8|16|32"),
+        "info mentions b-bit slots: {text}"
+    );
     let capped = lshbench(&["info"], &[("LSHBENCH_ISA", "portable")]);
     ok(&capped);
     assert!(!String::from_utf8_lossy(&capped.stdout).contains("runs on avx512"));
@@ -453,7 +457,7 @@ fn sketch_bits_writes_packed_signatures() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--bits 3"));
     let pairs = dir.path().join("pairs.csv");
-    ok(&lshbench(
+    let four = lshbench(
         &[
             "dedup",
             "--input",
@@ -466,8 +470,19 @@ fn sketch_bits_writes_packed_signatures() {
             pairs.to_str().unwrap(),
         ],
         &[],
-    ));
+    );
+    ok(&four);
     assert!(std::fs::read_to_string(&pairs).unwrap().lines().count() > 1);
+    // The banding is tuned at the 4-bit slot agreement (tests/bits_banding.rs), and the summary says so.
+    let want = lshbench::dedup::choose_banding(None, None, Some(0.5), 128, 4).unwrap();
+    let summary = String::from_utf8_lossy(&four.stdout);
+    assert!(
+        summary.contains(&format!(
+            "banding: {} bands x {} rows",
+            want.banding.bands, want.banding.rows
+        )) && summary.contains("4-bit slots: a slot agrees with probability 2^-4"),
+        "{summary}"
+    );
     // A state saved with 4-bit slots is refused by a run with 8-bit slots (the kernel name carries the width).
     let state = dir.path().join("state.bin");
     let dedup_bits = |bits: &str, flag: &str| {

@@ -650,7 +650,9 @@ fn dedup_texts<'py>(
     )?;
     let verify = parse_verify(verify)?;
     let groups = parse_groups(groups)?;
-    let choice = dedup::choose_banding(bands, rows, threshold, num_perm).map_err(value_error)?;
+    // The binding signs full-width slots (it takes no `bits`), so the S-curve is tuned in J itself.
+    let choice =
+        dedup::choose_banding(bands, rows, threshold, num_perm, 32).map_err(value_error)?;
     if bucket_cap < 2 {
         return Err(value_error(dedup::DedupError::BucketCap));
     }

@@ -97,5 +97,10 @@ fn info() -> anyhow::Result<()> {
             Err(e) => println!("  {:<10} unavailable: {e}", spec.name),
         }
     }
+    println!(
+        "b-bit slots: --bits {} on sketch and dedup, with any kernel (Li and König; estimate corrected for \
+         chance agreement 2^-b, dedup's banding tuned at 2^-b + (1 - 2^-b) s)",
+        kernel::bbit::BITS.map(|b| b.to_string()).join("|")
+    );
     Ok(())
 }

@@ -5,8 +5,9 @@
 //!   `bits`), checked against the b-bit variance `P(1-P) / (k (1-C)^2)`, P = C + (1-C) J, and for bias
 //!   ([`super::accuracy::check`]). Reported as RMSE at equal bytes, so one reads off which b is cheapest for
 //!   a given error.
-//! - **Recall**: LSH banding on the b-bit slots, with the banding `lshbench tune` picks for k at the
-//!   threshold (tuned for full-width slots, as `dedup --bits` uses). A band of r slots matches with probability
+//! - **Recall**: LSH banding on the b-bit slots, with two bandings: the one `lshbench tune` picks for k at the
+//!   threshold for full-width slots, and the one `dedup --bits` picks ([`crate::lsh::tune::default_banding_bits`]:
+//!   the same rule in the slot agreement P, at P(t) and P(t/2)). A band of r slots matches with probability
 //!   P^r when the k slots are independent (classic MinHash), so a pair is a candidate with probability
 //!   `1 - (1 - P^r)^bands`: the S-curve of P, not of J. Planted pairs above the threshold measure recall; below
 //!   it, the candidate rate (what chance collisions of short slots cost). The check: every cell's candidate
@@ -44,8 +45,8 @@ pub struct RecallRow {
     /// k b / 8.
     pub bytes_per_doc: f64,
     /// Which banding: `full` (lshbench tune's for k at the threshold, as for full-width slots) or `bbit`
-    /// (tuned for k at the b-bit threshold P(t) = C + (1 - C) t, so the S-curve of P crosses where the S-curve of
-    /// J would).
+    /// (`dedup --bits`'s: the default rule in the slot agreement P = C + (1 - C) J, P(P(t)) >= 0.99 with the
+    /// fewest candidates at P(t/2), so the S-curve of P crosses where the S-curve of J would).
     pub banding: String,
     /// Bands of the banding.
     pub bands: usize,
@@ -170,7 +171,7 @@ fn recall_rows(ctx: &Ctx, cfg: &BbitConfig, spec: &KernelSpec) -> Result<Vec<Rec
                     variants.push((b, full, "full"));
                 }
                 if b < 32
-                    && let Some(tuned) = deps::tune_choice(k, bbit_threshold(cfg.threshold, b))
+                    && let Ok(tuned) = crate::lsh::tune::default_banding_bits(k, cfg.threshold, b)
                 {
                     variants.push((b, tuned, "bbit"));
                 }
@@ -194,6 +195,7 @@ fn recall_rows(ctx: &Ctx, cfg: &BbitConfig, spec: &KernelSpec) -> Result<Vec<Rec
                 .with("union", cfg.recall_union)
                 .with("both", shape.both)
                 .with("t", cfg.threshold)
+                .with("tuning", "dedup-bits")
                 .with("trials", cfg.recall_trials)
                 .with("seed", ctx.seed);
             ctx.cell(&key, || {
@@ -416,9 +418,9 @@ pub fn run(ctx: &Ctx, cfg: &BbitConfig) -> Result<Checks> {
                 cfg.threshold, cfg.recall_trials, cfg.recall_union
             ),
             format!(
-                "{}\nThe banding is `lshbench tune`'s for k, tuned at the threshold t (as for full-width slots, \
-                 what `dedup --bits` does today) or at P(t) = 2^-b + (1 - 2^-b) t (b-bit aware: the S-curve of P \
-                 then crosses where full width's crosses at t). rate: the fraction of planted pairs that share a band (recall for J at or above the \
+                "{}\nThe banding is `lshbench tune`'s for k, tuned at the threshold t (as for full-width slots) \
+                 or `dedup --bits`'s, the same rule at P(t) = 2^-b + (1 - 2^-b) t and P(t/2) (b-bit aware: the \
+                 S-curve of P then crosses where full width's crosses at t). rate: the fraction of planted pairs that share a band (recall for J at or above the \
                  threshold, the candidate rate below it); predicted: 1 - (1 - P^r)^bands with P = 2^-b + \
                  (1 - 2^-b) J; full width: the same with P = J.\n",
                 t.to_markdown()

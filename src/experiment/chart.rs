@@ -84,6 +84,9 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// Horizontal reference lines (e.g. the acceptance band), drawn dashed-grey.
     pub hlines: Vec<f64>,
+    /// Where the legend goes: inside the plot (upper left), or, in a grid, one strip below every panel
+    /// holding each label once (for charts whose points fill every corner).
+    pub legend_below: bool,
 }
 
 impl Chart {
@@ -102,17 +105,21 @@ impl Chart {
             y_range: None,
             series: Vec::new(),
             hlines: Vec::new(),
+            legend_below: false,
         }
     }
 }
 
+/// Colours in the palette (`plot`): one per registered kernel, so no two kernels share one.
+pub const PALETTE_LEN: usize = 12;
+
 /// The colour of a kernel in every figure: its position in the registry (a name outside it gets the last
-/// colour of the palette).
+/// colour of the palette). Markers of colours 8 and up are triangles, so they differ in shape as well.
 pub fn kernel_color(name: &str) -> usize {
     crate::kernel::KERNELS
         .iter()
         .position(|s| s.name == name)
-        .unwrap_or(7)
+        .unwrap_or(PALETTE_LEN - 1)
 }
 
 /// The distinct kernel names among `names`, in colour (registry) order.
@@ -211,7 +218,9 @@ mod tests {
         for (i, spec) in crate::kernel::KERNELS.iter().enumerate() {
             assert_eq!(kernel_color(spec.name), i);
         }
-        assert_eq!(kernel_color("no-such-kernel"), 7);
+        assert_eq!(kernel_color("no-such-kernel"), PALETTE_LEN - 1);
+        // Every registered kernel has a colour of its own.
+        assert!(crate::kernel::KERNELS.len() <= PALETTE_LEN);
         let names = crate::kernel::names();
         let mut shuffled: Vec<&str> = names.iter().rev().copied().collect();
         shuffled.extend(names.iter().copied());

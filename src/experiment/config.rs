@@ -267,6 +267,10 @@ pub struct ScurveSweep {
     pub jaccard: Vec<f64>,
     /// Independent pairs per (J, cell).
     pub trials: usize,
+    /// Slot widths (b-bit slots, [`crate::kernel::bbit`]); default `[32]`. A cell with b < 32 bands the
+    /// kernel's b-bit slots (rows named `NAME/bB`) against the S-curve at the slot agreement
+    /// P = C + (1 - C) J.
+    pub bits: Vec<u32>,
 }
 
 /// [`ScurveSweep`] as written, the bandings still text.
@@ -278,6 +282,8 @@ struct ScurveSweepText {
     union: Vec<usize>,
     jaccard: Vec<f64>,
     trials: usize,
+    #[serde(default = "default_bits")]
+    bits: Vec<u32>,
 }
 
 /// `sweep = [...]` of an S-curve config, its "BxR" strings parsed (errors name `sweep[i].bands_rows[j]`).
@@ -293,6 +299,7 @@ fn scurve_sweeps<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ScurveSweep>, D:
                 union: s.union,
                 jaccard: s.jaccard,
                 trials: s.trials,
+                bits: s.bits,
             })
         })
         .collect()
@@ -359,6 +366,10 @@ pub struct RecallStudy {
     pub bands_rows: Vec<Banding>,
     /// Similarity thresholds t of the ground truth (pairs with exact J >= t).
     pub thresholds: Vec<f64>,
+    /// Slot widths (b-bit slots, [`crate::kernel::bbit`]); default `[32]`. A width b < 32 runs every kernel as
+    /// `NAME/bB`, banded with `dedup --bits`'s default banding for each threshold (tuned at the slot agreement
+    /// P = C + (1 - C) J) instead of `bands_rows`, and checked against the S-curve at P.
+    pub bits: Vec<u32>,
 }
 
 /// [`RecallStudy`] as written, the bandings still text.
@@ -374,6 +385,8 @@ struct RecallStudyText {
     num_perm: usize,
     bands_rows: Vec<String>,
     thresholds: Vec<f64>,
+    #[serde(default = "default_bits")]
+    bits: Vec<u32>,
 }
 
 /// `study = [...]` of a recall config, its "BxR" strings parsed (errors name `study[i].bands_rows[j]`).
@@ -392,6 +405,7 @@ fn recall_studies<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RecallStudy>, D
                 kernels: s.kernels,
                 num_perm: s.num_perm,
                 thresholds: s.thresholds,
+                bits: s.bits,
             })
         })
         .collect()
@@ -435,6 +449,10 @@ pub struct ThroughputConfig {
     /// Timed repetitions per cell; the median is reported.
     #[serde(default = "default_repeats")]
     pub repeats: usize,
+    /// Slot widths (b-bit slots, [`crate::kernel::bbit`]); default `[32]`. A width b < 32 times every kernel
+    /// as `NAME/bB`: signing, cutting the slots to b bits and packing them into u64 words.
+    #[serde(default = "default_bits")]
+    pub bits: Vec<u32>,
 }
 fn default_repeats() -> usize {
     3
@@ -547,6 +565,45 @@ pub struct AblationConfig {
     /// Timed rounds of the speed measurement.
     #[serde(default = "default_ablation_repeats")]
     pub repeats: usize,
+    /// The S-curve fit: (b, r) settings written "BxR", each with b * r <= `num_perm` (empty: no banding
+    /// measurement).
+    #[serde(default = "default_ablation_bands_rows")]
+    pub bands_rows: Vec<String>,
+    /// The S-curve fit: the planted J of its pairs.
+    #[serde(default = "default_ablation_banding_jaccard")]
+    pub banding_jaccard: Vec<f64>,
+    /// The S-curve fit: the union size of its pairs (large enough that no one-permutation bin is expected
+    /// empty at `num_perm`, so the theory applies to every family).
+    #[serde(default = "default_ablation_banding_union")]
+    pub banding_union: usize,
+    /// The S-curve fit: pairs per (kernel, elements, J) cell, a fresh kernel seed each.
+    #[serde(default = "default_ablation_banding_trials")]
+    pub banding_trials: usize,
+    /// Family-wise false-alarm rate of the S-curve test (exact binomial per point, Bonferroni over the points).
+    #[serde(default = "default_ablation_alpha")]
+    pub family_alpha: f64,
+}
+fn default_ablation_bands_rows() -> Vec<String> {
+    vec!["32x4".into(), "16x8".into()]
+}
+fn default_ablation_banding_jaccard() -> Vec<f64> {
+    vec![0.3, 0.5, 0.7, 0.8]
+}
+fn default_ablation_banding_union() -> usize {
+    2000
+}
+fn default_ablation_banding_trials() -> usize {
+    2000
+}
+fn default_ablation_alpha() -> f64 {
+    1e-3
+}
+
+impl AblationConfig {
+    /// The parsed `bands_rows` (checked by `validate`).
+    pub fn bandings(&self) -> Result<Vec<Banding>, String> {
+        parse_bandings(&self.bands_rows, "bands_rows")
+    }
 }
 fn default_ablation_shingle() -> String {
     "char:5".into()
@@ -596,6 +653,41 @@ impl Validate for AblationConfig {
             ],
             "ablation",
         )?;
+        for (i, b) in self.bandings()?.iter().enumerate() {
+            if b.hashes() > self.num_perm {
+                return Err(format!(
+                    "bands_rows[{i}]: {b} needs {} slots, more than num_perm = {}",
+                    b.hashes(),
+                    self.num_perm
+                ));
+            }
+        }
+        if !self.bands_rows.is_empty() {
+            check_nonempty(&self.banding_jaccard, "banding_jaccard")?;
+            check_unit_open(&self.banding_jaccard, "banding_jaccard")?;
+            if self.banding_union < 2 {
+                return Err("banding_union: a union needs at least 2 elements".into());
+            }
+            check_one_at_most(self.banding_union, "banding_union", MAX_UNION)?;
+            if self.banding_trials < 2 {
+                return Err("banding_trials: need at least 2 trials".into());
+            }
+            check_one_at_most(self.banding_trials, "banding_trials", MAX_TRIALS)?;
+            check_cells(
+                &[
+                    self.kernels.len(),
+                    self.banding_jaccard.len(),
+                    self.elements.len(),
+                ],
+                "ablation banding",
+            )?;
+        }
+        if !(self.family_alpha > 0.0 && self.family_alpha < 1.0) {
+            return Err(format!(
+                "family_alpha: {} is not in (0, 1)",
+                self.family_alpha
+            ));
+        }
         self.dataset.validate("dataset")?;
         check_shingles(std::slice::from_ref(&self.shingle), "shingle")
     }
@@ -965,6 +1057,7 @@ fn validate_scurve_sweeps(sweeps: &[ScurveSweep], name: &str) -> Result<(), Stri
         if s.trials == 0 {
             return Err(format!("{key}.trials: must be at least 1"));
         }
+        check_bit_list(&s.bits, &format!("{key}.bits"))?;
         let hashes: Vec<usize> = s.bands_rows.iter().map(|b| b.hashes()).collect();
         check_at_most(&hashes, &format!("{key}.bands_rows"), MAX_NUM_PERM)?;
         check_at_most(&s.union, &format!("{key}.union"), MAX_UNION)?;
@@ -975,6 +1068,7 @@ fn validate_scurve_sweeps(sweeps: &[ScurveSweep], name: &str) -> Result<(), Stri
                 s.bands_rows.len(),
                 s.union.len(),
                 s.jaccard.len(),
+                s.bits.len(),
             ],
             &key,
         )?;
@@ -1040,8 +1134,14 @@ impl Validate for RecallConfig {
                 }
             }
             check_one_at_most(s.num_perm, &format!("{key}.num_perm"), MAX_NUM_PERM)?;
+            check_bit_list(&s.bits, &format!("{key}.bits"))?;
             check_cells(
-                &[s.kernels.len(), s.bands_rows.len(), s.thresholds.len()],
+                &[
+                    s.kernels.len(),
+                    s.bands_rows.len(),
+                    s.thresholds.len(),
+                    s.bits.len(),
+                ],
                 &key,
             )?;
             check_nonempty(&s.thresholds, &format!("{key}.thresholds"))?;
@@ -1074,9 +1174,11 @@ impl Validate for ThroughputConfig {
         check_one_at_most(self.repeats, "repeats", MAX_REPEATS)?;
         check_at_most(&self.num_perm, "num_perm", MAX_NUM_PERM)?;
         check_at_most(&self.threads, "threads", MAX_THREADS)?;
+        check_bit_list(&self.bits, "bits")?;
         check_cells(
             &[
                 self.datasets.len(),
+                self.bits.len(),
                 self.kernels.len(),
                 self.num_perm.len(),
                 self.shingles.len(),

@@ -1,5 +1,6 @@
 //! Plots with plotters, written as PNG and SVG: axis labels, a legend, error bars, and a theory curve
-//! overlaid where there is one. A grid of small multiples shares one legend per panel.
+//! overlaid where there is one. A grid of small multiples has one legend per panel, or one strip below them all
+//! (`Chart::legend_below`).
 //!
 //! plotters is built with only its `ab_glyph` text backend (no system fonts), so the DejaVu Sans font shipped in
 //! `data/fonts/` is compiled in and registered as "sans-serif" before the first plot.
@@ -7,7 +8,7 @@
 //! Only with the `plots` feature; the charts themselves are [`super::chart`]'s plain data.
 
 use super::ExperimentError;
-use super::chart::{Chart, Style};
+use super::chart::{Chart, PALETTE_LEN, Style};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -35,8 +36,10 @@ fn plot_error(what: impl std::fmt::Display, e: impl std::fmt::Debug) -> Experime
     }
 }
 
-/// The palette behind [`super::chart::Series::color`] (and so [`super::chart::kernel_color`]).
-const PALETTE: [RGBColor; 8] = [
+/// The palette behind [`super::chart::Series::color`] (and so [`super::chart::kernel_color`]): one colour per
+/// registered kernel (the first eight are the classic category colours; four more keep the `oph-opt/HASH`
+/// families apart from them).
+const PALETTE: [RGBColor; PALETTE_LEN] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -45,11 +48,20 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(140, 86, 75),
     RGBColor(227, 119, 194),
     RGBColor(23, 190, 207),
+    RGBColor(0, 0, 0),
+    RGBColor(188, 189, 34),
+    RGBColor(127, 127, 127),
+    RGBColor(120, 0, 60),
 ];
 
 /// The palette colour for `i`.
 pub fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
+}
+
+/// Whether series of colour `i` are drawn with triangles rather than circles (colours past the classic eight).
+fn triangle(i: usize) -> bool {
+    i % PALETTE.len() >= 8
 }
 
 fn ranges(c: &Chart) -> ((f64, f64), (f64, f64)) {
@@ -164,23 +176,38 @@ where
             Style::Theory => chart
                 .draw_series(LineSeries::new(pts, col.stroke_width(1)))
                 .map_err(e)?,
-            Style::LinePoints => {
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), col.stroke_width(1)))
-                    .map_err(e)?;
-                chart
-                    .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, col.filled())))
-                    .map_err(e)?
+            Style::LinePoints | Style::Points => {
+                if s.style == Style::LinePoints {
+                    chart
+                        .draw_series(LineSeries::new(pts.clone(), col.stroke_width(1)))
+                        .map_err(e)?;
+                }
+                if triangle(s.color) {
+                    chart
+                        .draw_series(
+                            pts.into_iter()
+                                .map(|p| TriangleMarker::new(p, 4, col.filled())),
+                        )
+                        .map_err(e)?
+                } else {
+                    chart
+                        .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, col.filled())))
+                        .map_err(e)?
+                }
             }
-            Style::Points => chart
-                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, col.filled())))
-                .map_err(e)?,
         };
-        if !s.label.is_empty() {
+        if !s.label.is_empty() && !c.legend_below {
             labelled = true;
-            anno.label(s.label.clone()).legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
-            });
+            let anno = anno.label(s.label.clone());
+            if triangle(s.color) && s.style != Style::Theory {
+                anno.legend(move |(x, y)| {
+                    EmptyElement::at((x + 9, y)) + TriangleMarker::new((0, 0), 4, col.filled())
+                });
+            } else {
+                anno.legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
+                });
+            }
         }
     }
     if labelled {
@@ -224,7 +251,10 @@ pub fn save_grid(title: &str, charts: &[Chart], cols: usize, stem: &Path) -> Res
     register_font();
     let cols = cols.max(1);
     let rows = charts.len().div_ceil(cols).max(1);
-    let size = (360 * cols as u32, 280 * rows as u32 + 40);
+    let size = (
+        360 * cols as u32,
+        280 * rows as u32 + 40 + strip_height(&legend_strip(charts), cols),
+    );
     fn grid<DB: DrawingBackend>(
         root: DrawingArea<DB, Shift>,
         title: &str,
@@ -239,8 +269,19 @@ pub fn save_grid(title: &str, charts: &[Chart], cols: usize, stem: &Path) -> Res
         let root = root
             .titled(title, ("sans-serif", 20))
             .map_err(|e| plot_error(title, e))?;
-        for (area, c) in root.split_evenly((rows, cols)).iter().zip(charts) {
+        let strip = legend_strip(charts);
+        let (panels, below) = if strip.is_empty() {
+            (root.clone(), None)
+        } else {
+            let h = root.dim_in_pixel().1 as i32;
+            let (top, bottom) = root.split_vertically(h - strip_height(&strip, cols) as i32);
+            (top, Some(bottom))
+        };
+        for (area, c) in panels.split_evenly((rows, cols)).iter().zip(charts) {
             draw(area, c, 11)?;
+        }
+        if let Some(area) = below {
+            draw_strip(&area, &strip, cols, title)?;
         }
         root.present().map_err(|e| plot_error(title, e))?;
         Ok(())
@@ -259,6 +300,76 @@ pub fn save_grid(title: &str, charts: &[Chart], cols: usize, stem: &Path) -> Res
         rows,
         cols,
     )?;
+    Ok(())
+}
+
+/// The entries of a grid's shared legend: every labelled series of a `legend_below` chart, each label once,
+/// in order of appearance, with its colour and whether it is drawn as points.
+fn legend_strip(charts: &[Chart]) -> Vec<(String, usize, Style)> {
+    let mut out: Vec<(String, usize, Style)> = Vec::new();
+    for c in charts.iter().filter(|c| c.legend_below) {
+        for s in &c.series {
+            if !s.label.is_empty() && !out.iter().any(|(l, _, _)| *l == s.label) {
+                out.push((s.label.clone(), s.color, s.style));
+            }
+        }
+    }
+    out
+}
+
+/// Entries per row of the legend strip: one per 180 pixels of a grid `cols` panels (360 pixels each) wide.
+fn strip_columns(cols: usize) -> usize {
+    2 * cols.max(1)
+}
+
+/// Pixels the legend strip takes (0 without entries).
+fn strip_height(strip: &[(String, usize, Style)], cols: usize) -> u32 {
+    if strip.is_empty() {
+        0
+    } else {
+        12 + 20 * strip.len().div_ceil(strip_columns(cols)) as u32
+    }
+}
+
+/// Draws the shared legend strip: a marker (or a line) and the label per entry, in rows.
+fn draw_strip<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    strip: &[(String, usize, Style)],
+    cols: usize,
+    title: &str,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| plot_error(title, e);
+    let per_row = strip_columns(cols);
+    let width = area.dim_in_pixel().0 as i32 / per_row as i32;
+    let font = ("sans-serif", 12).into_font().color(&BLACK);
+    for (n, (label, i, style)) in strip.iter().enumerate() {
+        let x = 16 + width * (n % per_row) as i32;
+        let y = 10 + 20 * (n / per_row) as i32;
+        let points = matches!(style, Style::Points | Style::LinePoints);
+        let col = if *style == Style::Theory {
+            RGBColor(0, 0, 0)
+        } else {
+            color(*i)
+        };
+        if points && triangle(*i) {
+            area.draw(&TriangleMarker::new((x + 9, y), 5, col.filled()))
+                .map_err(e)?;
+        } else if points {
+            area.draw(&Circle::new((x + 9, y), 4, col.filled()))
+                .map_err(e)?;
+        } else {
+            area.draw(&PathElement::new(
+                vec![(x, y), (x + 18, y)],
+                col.stroke_width(2),
+            ))
+            .map_err(e)?;
+        }
+        area.draw(&Text::new(label.clone(), (x + 24, y - 7), font.clone()))
+            .map_err(e)?;
+    }
     Ok(())
 }
 
@@ -303,8 +414,16 @@ mod tests {
             Style::LinePoints,
             1,
         ));
-        save_grid("grid", &[c, log], 2, &dir.path().join("g")).unwrap();
+        save_grid("grid", &[c.clone(), log.clone()], 2, &dir.path().join("g")).unwrap();
         let svg = std::fs::read_to_string(dir.path().join("g.svg")).unwrap();
         assert!(svg.contains("512") && svg.contains("relative MSE"));
+        // A shared legend strip below the panels holds each label once (a triangle for colours past eight).
+        log.legend_below = true;
+        log.series[0].color = 9;
+        let mut other = log.clone();
+        other.series[0].points = vec![(64.0, 1.0)];
+        save_grid("grid", &[c, log, other], 3, &dir.path().join("h")).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("h.svg")).unwrap();
+        assert_eq!(svg.matches("simd").count(), 1, "{svg}");
     }
 }

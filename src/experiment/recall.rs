@@ -14,13 +14,16 @@
 //! the worst case (perfect correlation) inside a component, independence across components.
 
 use super::ExperimentError;
+use super::accuracy::{bits_name, split_bits};
 use super::chart::{Chart, Figures, Series, Style, kernel_color};
 use super::config::{RecallConfig, RecallStudy};
 use super::deps;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, write_csv};
+use super::scurve::slot_agreement;
 use super::stats::{grouped_bernoulli_lower, z_one_sided};
 use crate::exact::SimilarPair;
+use crate::kernel::bbit::BBit;
 use crate::lsh::cluster::UnionFind;
 use crate::lsh::index::{BandHasher, batch_candidates};
 use crate::lsh::scurve::Banding;
@@ -145,9 +148,11 @@ fn run_cell(
     study: &RecallStudy,
     prep: &Prepared,
     kernel_name: &str,
+    bits: u32,
 ) -> Result<Vec<RecallRow>> {
     let k = study.num_perm;
-    let kernel = deps::kernel(kernel_name, k, ctx.seed)?;
+    let kernel = BBit::wrap(deps::kernel(kernel_name, k, ctx.seed)?, bits)?;
+    let row_kernel = bits_name(kernel_name, bits);
     let n = prep.sets.len();
     let started = Instant::now();
     let mut sigs = vec![0u32; n * k];
@@ -159,7 +164,7 @@ fn run_cell(
     let sig = |i: u32| &sigs[i as usize * k..(i as usize + 1) * k];
 
     let mut rows = Vec::new();
-    for &br in &study.bands_rows {
+    for br in bandings(study, bits)? {
         let hasher = BandHasher::new(br, ctx.seed);
         let started = Instant::now();
         let cands = batch_candidates(&sigs, k, &empty, &hasher, usize::MAX);
@@ -203,7 +208,10 @@ fn run_cell(
                 .iter()
                 .filter(|(a, b, _, _)| truth_set.contains(&(*a, *b)))
                 .count();
-            let predicted: f64 = truth.iter().map(|p| br.probability(p.2)).sum();
+            let predicted: f64 = truth
+                .iter()
+                .map(|p| br.probability(slot_agreement(p.2, bits)))
+                .sum();
             let ratio = |a: usize, b: usize| {
                 if b == 0 {
                     f64::NAN
@@ -215,7 +223,7 @@ fn run_cell(
                 study: study.name.clone(),
                 dataset: study.dataset.name.clone(),
                 docs: n,
-                kernel: kernel_name.to_string(),
+                kernel: row_kernel.clone(),
                 isa: kernel.isa().name().into(),
                 seed: ctx.seed,
                 num_perm: k,
@@ -250,6 +258,23 @@ fn run_cell(
         }
     }
     Ok(rows)
+}
+
+/// The bandings a cell runs: the study's `bands_rows` at full width; for b-bit slots `dedup --bits`'s default
+/// banding at each threshold ([`crate::lsh::tune::default_banding_bits`]), each once.
+fn bandings(study: &RecallStudy, bits: u32) -> Result<Vec<Banding>> {
+    if bits >= 32 {
+        return Ok(study.bands_rows.clone());
+    }
+    let mut out: Vec<Banding> = Vec::new();
+    for &t in &study.thresholds {
+        let br = crate::lsh::tune::default_banding_bits(study.num_perm, t, bits)
+            .map_err(|e| ExperimentError::Mismatch(format!("{}: {e}", study.name)))?;
+        if !out.contains(&br) {
+            out.push(br);
+        }
+    }
+    Ok(out)
 }
 
 /// The S-curve check over all rows: `found >= E[found] - z sd`, with E and sd of the Poisson-binomial count
@@ -340,12 +365,14 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
     let mut cells = Vec::new();
     for (i, s) in cfg.study.iter().enumerate() {
         for kern in &s.kernels {
-            cells.push((i, kern.as_str()));
+            for &bits in &s.bits {
+                cells.push((i, kern.as_str(), bits));
+            }
         }
     }
     // Cells run one after another: each is already parallel inside (signing, banding, verification).
     let mut rows = Vec::new();
-    for &(i, kern) in &cells {
+    for &(i, kern, bits) in &cells {
         let s = &cfg.study[i];
         let key = CellKey::new()
             .with("study", &s.name)
@@ -359,7 +386,7 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
             )
             .with("shingle", &s.shingle)
             .with("lower", s.lowercase)
-            .with("kernel", kern)
+            .with("kernel", bits_name(kern, bits))
             .with("k", s.num_perm)
             .with(
                 "br",
@@ -378,7 +405,7 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
                     .join("-"),
             )
             .with("seed", ctx.seed);
-        rows.extend(ctx.cell(&key, || run_cell(ctx, s, get(i)?, kern))?);
+        rows.extend(ctx.cell(&key, || run_cell(ctx, s, get(i)?, kern, bits))?);
     }
     write_csv(&ctx.file("recall.csv")?, &rows)?;
 
@@ -401,7 +428,10 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
         let components = components(prep.sets.len(), pairs.iter().map(|p| (p.a, p.b)));
         pairs
             .iter()
-            .map(|p| (components[p.a as usize], br.probability(p.jaccard)))
+            .map(|p| {
+                let at = slot_agreement(p.jaccard, split_bits(&r.kernel).1);
+                (components[p.a as usize], br.probability(at))
+            })
             .collect()
     };
     check(cfg.family_alpha, &rows, &ps_of, &mut checks);

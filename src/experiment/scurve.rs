@@ -20,6 +20,7 @@
 //! registry's [`crate::kernel::SketchFamily`].
 
 use super::ExperimentError;
+use super::accuracy::{bits_name, split_bits};
 use super::chart::{Chart, Figures, Series, Style, kernel_color, kernels_in};
 use super::config::{BandAgreementSweep, ScurveConfig, ScurveSweep};
 use super::deps;
@@ -28,6 +29,7 @@ use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::stats::{binomial_consistent, binomial_tails, bonferroni_level, wilson, z_two_sided};
 use crate::corpus::pairs::{ElementKind, PairShape, PairSource};
 use crate::kernel::KernelSpec;
+use crate::kernel::bbit::{self, BBit};
 use crate::lsh::scurve::Banding;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -65,7 +67,8 @@ pub struct ScurveRow {
     pub candidates: u64,
     /// Bands that agreed, over all pairs (b per pair).
     pub agreeing_bands: u64,
-    /// J^r, the probability that one band agrees when slots are independent.
+    /// P^r, the probability that one band agrees when slots are independent (P = J, or C + (1 - C) J for
+    /// b-bit slots: [`slot_agreement`]).
     pub p_band_theory: f64,
     /// candidates / trials.
     pub p_empirical: f64,
@@ -73,7 +76,7 @@ pub struct ScurveRow {
     pub wilson_lo: f64,
     /// Upper end of the 95% Wilson interval.
     pub wilson_hi: f64,
-    /// P(J) = 1 - (1 - J^r)^b.
+    /// The S-curve 1 - (1 - P^r)^b at the slot agreement P ([`slot_agreement`]).
     pub p_theory: f64,
     /// OPH with bins expected empty: densification decides, theory is not checked.
     pub sparse: bool,
@@ -126,6 +129,18 @@ pub fn shares_band(a: &[u32], b: &[u32], br: Banding) -> bool {
     })
 }
 
+/// The probability that one slot agrees at Jaccard `j`: `j` for full-width slots, and for b-bit slots
+/// P = C + (1 - C) J with C = 2^-b ([`crate::kernel::bbit`]), the value the S-curve is taken at (as
+/// `dedup --bits` does).
+pub fn slot_agreement(j: f64, bits: u32) -> f64 {
+    if bits >= 32 {
+        j
+    } else {
+        let c = bbit::chance_collision(bits);
+        c + (1.0 - c) * j
+    }
+}
+
 /// One (kernel, b x r, union) cell over the sweep's J grid. `band_width` is the number of rows the pairs are
 /// matched on: `br.rows`, except in the fault-injection run's wrong-band-width fault.
 pub(crate) fn run_cell(
@@ -135,10 +150,11 @@ pub(crate) fn run_cell(
     br: Banding,
     union: usize,
     band_width: usize,
+    bits: u32,
 ) -> Result<Vec<ScurveRow>> {
     let k = br.hashes();
     let family = spec.family;
-    let kernel = spec.name;
+    let kernel = bits_name(spec.name, bits);
     let matched = Banding {
         bands: k / band_width.max(1),
         rows: band_width.max(1),
@@ -154,7 +170,7 @@ pub(crate) fn run_cell(
     grid.par_iter()
         .map(|&shape| {
             let seed = cell_seed(ctx.seed, &format!("scurve|{br}|{union}|{}", shape.both));
-            let kern = deps::kernel_of(spec, k, seed)?;
+            let kern = BBit::wrap(deps::kernel_of(spec, k, seed)?, bits)?;
             let mut src = PairSource::new(shape, ElementKind::Random, seed);
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let (mut sa, mut sb) = (vec![0u32; k], vec![0u32; k]);
@@ -176,8 +192,10 @@ pub(crate) fn run_cell(
             let n = sweep.trials as u64;
             let (lo, hi) = wilson(hits, n, z95);
             let j = shape.jaccard();
+            // The probability that one slot agrees: J, or C + (1 - C) J for b-bit slots.
+            let p = slot_agreement(j, bits);
             Ok(ScurveRow {
-                kernel: kernel.to_string(),
+                kernel: kernel.clone(),
                 isa: kern.isa().name().into(),
                 seed,
                 num_perm: k,
@@ -189,11 +207,11 @@ pub(crate) fn run_cell(
                 trials: sweep.trials,
                 candidates: hits,
                 agreeing_bands: agreeing,
-                p_band_theory: j.powi(br.rows as i32),
+                p_band_theory: p.powi(br.rows as i32),
                 p_empirical: hits as f64 / n as f64,
                 wilson_lo: lo,
                 wilson_hi: hi,
-                p_theory: br.probability(j),
+                p_theory: br.probability(p),
                 sparse: family.is_sparse(union, k),
                 git_commit: ctx.meta.git_commit.clone(),
                 cpu_model: ctx.meta.cpu_model.clone(),
@@ -260,6 +278,84 @@ pub fn band_interval(r: &BandRow, z: f64, independent: bool) -> (f64, f64) {
     }
 }
 
+/// How one S-curve point is tested, by its family: where bands are independent, the count of agreeing bands
+/// over every band of every pair against Binomial(b n, J^r); where they are dependent, the count of candidate
+/// pairs against Binomial(n, P(J)); not at all where the family's bins are expected empty (densification
+/// decides there).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PointTest {
+    /// Agreeing bands, `x` of `n` draws, each Bernoulli(`p`) = J^r.
+    PerBand {
+        /// Bands that agreed.
+        x: u64,
+        /// b times the pairs.
+        n: u64,
+        /// J^r.
+        p: f64,
+    },
+    /// Candidate pairs, `x` of `n`, each Bernoulli(`p`) = 1 - (1 - J^r)^b.
+    PerPair {
+        /// Pairs that shared a band.
+        x: u64,
+        /// Pairs.
+        n: u64,
+        /// P(J).
+        p: f64,
+    },
+    /// A sparse cell: not tested.
+    Untested,
+}
+
+impl PointTest {
+    /// The exact binomial tails (P(X <= x), P(X >= x)) of the point (1, 1 when untested).
+    pub fn tails(self) -> (f64, f64) {
+        match self {
+            PointTest::PerBand { x, n, p } | PointTest::PerPair { x, n, p } => {
+                binomial_tails(x, n, p)
+            }
+            PointTest::Untested => (1.0, 1.0),
+        }
+    }
+
+    /// Whether the point is consistent with theory at two-sided level `alpha` (an untested point is).
+    pub fn consistent(self, alpha: f64) -> bool {
+        match self {
+            PointTest::PerBand { x, n, p } | PointTest::PerPair { x, n, p } => {
+                binomial_consistent(x, n, p, alpha)
+            }
+            PointTest::Untested => true,
+        }
+    }
+
+    /// "per band", "per pair" or "not tested (sparse)", for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            PointTest::PerBand { .. } => "per band",
+            PointTest::PerPair { .. } => "per pair",
+            PointTest::Untested => "not tested (sparse)",
+        }
+    }
+}
+
+/// The test of point `r` for a kernel of `family` ([`PointTest`]).
+pub fn point_test(family: crate::kernel::SketchFamily, r: &ScurveRow) -> PointTest {
+    if family.is_sparse(r.union, r.num_perm) {
+        PointTest::Untested
+    } else if family.independent_bands() {
+        PointTest::PerBand {
+            x: r.agreeing_bands,
+            n: (r.trials * r.bands) as u64,
+            p: r.p_band_theory,
+        }
+    } else {
+        PointTest::PerPair {
+            x: r.candidates,
+            n: r.trials as u64,
+            p: r.p_theory,
+        }
+    }
+}
+
 /// The self-checks over all rows of an S-curve run. Fails on a row whose kernel is not in the registry.
 pub fn check(
     cfg_alpha: f64,
@@ -278,18 +374,15 @@ pub fn check_in(
     bands: &[BandRow],
     checks: &mut Checks,
 ) -> Result<()> {
-    let lookup = |name: &str| super::accuracy::lookup(registry, name).map(|s| s.family);
+    let lookup =
+        |name: &str| super::accuracy::lookup(registry, split_bits(name).0).map(|s| s.family);
     let mut per_band = Vec::new();
     let mut per_pair = Vec::new();
     for r in rows {
-        let family = lookup(&r.kernel)?;
-        if family.is_sparse(r.union, r.num_perm) {
-            continue;
-        }
-        if family.independent_bands() {
-            per_band.push(r);
-        } else {
-            per_pair.push(r);
+        match point_test(lookup(&r.kernel)?, r) {
+            PointTest::PerBand { .. } => per_band.push(r),
+            PointTest::PerPair { .. } => per_pair.push(r),
+            PointTest::Untested => {}
         }
     }
     // Exact binomial tests (a normal interval fails where J^r is tiny), Bonferroni over every checked point.
@@ -306,7 +399,7 @@ pub fn check_in(
         .filter_map(|r| {
             let n = (r.trials * r.bands) as u64;
             let (lo, hi) = binomial_tails(r.agreeing_bands, n, r.p_band_theory);
-            (!binomial_consistent(r.agreeing_bands, n, r.p_band_theory, alpha)).then(|| {
+            (!point_test(lookup(&r.kernel).ok()?, r).consistent(alpha)).then(|| {
                 format!(
                     "{}: {}/{n} bands = {:.4} against J^r = {:.4} (P(X <= x) = {lo:.2e}, P(X >= x) = {hi:.2e})",
                     label(r),
@@ -321,7 +414,7 @@ pub fn check_in(
         .iter()
         .filter_map(|r| {
             let (lo, hi) = binomial_tails(r.candidates, r.trials as u64, r.p_theory);
-            (!binomial_consistent(r.candidates, r.trials as u64, r.p_theory, alpha)).then(|| {
+            (!point_test(lookup(&r.kernel).ok()?, r).consistent(alpha)).then(|| {
                 format!(
                     "{}: {}/{} = {:.4} against P = {:.4} (P(X <= x) = {lo:.2e}, P(X >= x) = {hi:.2e})",
                     label(r),
@@ -398,6 +491,18 @@ pub fn check_in(
     Ok(())
 }
 
+/// The rows of `bits`-bit slots, with `jaccard` replaced by the slot agreement P (the S-curve's argument), for
+/// the b-bit figures.
+fn rows_at_p(rows: &[ScurveRow], bits: u32) -> Vec<ScurveRow> {
+    rows.iter()
+        .filter(|r| split_bits(&r.kernel).1 == bits)
+        .map(|r| ScurveRow {
+            jaccard: slot_agreement(r.jaccard, bits),
+            ..r.clone()
+        })
+        .collect()
+}
+
 fn panels(rows: &[ScurveRow], union: usize) -> Vec<Chart> {
     let mut brs: Vec<Banding> = rows
         .iter()
@@ -446,7 +551,7 @@ fn panels(rows: &[ScurveRow], union: usize) -> Vec<Chart> {
                         kern.to_string(),
                         pts.iter().map(|r| (r.jaccard, r.p_empirical)).collect(),
                         Style::Points,
-                        kernel_color(kern),
+                        kernel_color(split_bits(kern).0),
                     )
                     .with_err(pts.iter().map(|r| (r.wilson_lo, r.wilson_hi)).collect()),
                 );
@@ -458,7 +563,7 @@ fn panels(rows: &[ScurveRow], union: usize) -> Vec<Chart> {
 
 /// One S-curve cell to run: sweep, kernel, banding, union size, and the fault-injection offset of the band
 /// width the pairs are matched on (0 in every real run).
-pub(crate) type ScurveCell<'a> = (&'a ScurveSweep, &'a KernelSpec, Banding, usize, usize);
+pub(crate) type ScurveCell<'a> = (&'a ScurveSweep, &'a KernelSpec, Banding, usize, usize, u32);
 
 /// The cells of one sweep for one kernel.
 pub(crate) fn sweep_cells<'a>(
@@ -469,7 +574,9 @@ pub(crate) fn sweep_cells<'a>(
     let mut cells = Vec::new();
     for &br in &sweep.bands_rows {
         for &union in &sweep.union {
-            cells.push((sweep, spec, br, union, width_offset));
+            for &bits in &sweep.bits {
+                cells.push((sweep, spec, br, union, width_offset, bits));
+            }
         }
     }
     cells
@@ -479,9 +586,9 @@ pub(crate) fn sweep_cells<'a>(
 pub(crate) fn run_cells(ctx: &Ctx, cells: &[ScurveCell]) -> Result<Vec<ScurveRow>> {
     Ok(cells
         .par_iter()
-        .map(|&(sweep, spec, br, union, offset)| {
+        .map(|&(sweep, spec, br, union, offset, bits)| {
             let mut key = CellKey::new()
-                .with("kernel", spec.name)
+                .with("kernel", bits_name(spec.name, bits))
                 .with("br", br)
                 .with("union", union)
                 .with("trials", sweep.trials)
@@ -491,7 +598,7 @@ pub(crate) fn run_cells(ctx: &Ctx, cells: &[ScurveCell]) -> Result<Vec<ScurveRow
                 key = key.with("width_offset", offset);
             }
             ctx.cell(&key, || {
-                run_cell(ctx, sweep, spec, br, union, br.rows + offset)
+                run_cell(ctx, sweep, spec, br, union, br.rows + offset, bits)
             })
         })
         .collect::<Result<Vec<_>>>()?
@@ -562,9 +669,31 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
             &format!(
                 "Empirical S-curves, |A u B| = {u} (points: fraction of pairs that share a band, bars: 95% Wilson)"
             ),
-            panels(&rows, u),
+            panels(&rows_at_p(&rows, 32), u),
             3,
         )?;
+    }
+    // b-bit slots: one figure per width, against the S-curve taken at P = C + (1 - C) J (x axis: P).
+    let mut widths: Vec<u32> = rows.iter().map(|r| split_bits(&r.kernel).1).collect();
+    widths.sort_unstable();
+    widths.dedup();
+    for &b in widths.iter().filter(|&&b| b < 32) {
+        let at_p = rows_at_p(&rows, b);
+        let mut bunions: Vec<usize> = at_p.iter().map(|r| r.union).collect();
+        bunions.sort_unstable();
+        bunions.dedup();
+        for &u in bunions.iter().rev() {
+            figs.grid(
+                ctx,
+                &format!("scurve_bbit_b{b}_u{u}"),
+                &format!(
+                    "Empirical S-curves of {b}-bit slots, |A u B| = {u}, against the slot agreement \
+                     P = 2^-{b} + (1 - 2^-{b}) J on the x axis (bars: 95% Wilson)"
+                ),
+                panels(&at_p, u),
+                3,
+            )?;
+        }
     }
     // Headline: the largest deviation from theory per kernel and union, in standard errors.
     let mut t = Table::new(&[
@@ -697,6 +826,63 @@ mod tests {
         check(1e-3, &[sparse], &[], &mut c).unwrap();
         assert!(c.failed().next().is_none());
         assert!(check(1e-3, &[row("nope", 600, 2000, p, false)], &[], &mut c).is_err());
+    }
+
+    #[test]
+    fn b_bit_slots_are_checked_against_the_s_curve_at_p_and_fail_against_j() {
+        // 1-bit slots of simd, 20x5, J = 0.5: the slot agreement is P = 0.75, so a band agrees with probability
+        // 0.75^5 = 0.237, not J^5 = 0.031. Real signatures, the check at P passes and at J fails.
+        let (bits, br, union, trials) = (1, Banding { bands: 20, rows: 5 }, 200, 400);
+        let shape = PairShape::for_jaccard(union, 0.5);
+        let mut src = PairSource::new(shape, ElementKind::Random, 11);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let (mut sa, mut sb) = (vec![0u32; br.hashes()], vec![0u32; br.hashes()]);
+        let (mut hits, mut agreeing) = (0u64, 0u64);
+        for t in 0..trials as u64 {
+            src.next_pair(&mut a, &mut b);
+            let kern = BBit::wrap(deps::kernel("simd", br.hashes(), t).unwrap(), bits).unwrap();
+            kern.sign(&a, &mut sa);
+            kern.sign(&b, &mut sb);
+            let agree = (0..br.bands)
+                .filter(|i| sa[i * 5..(i + 1) * 5] == sb[i * 5..(i + 1) * 5])
+                .count() as u64;
+            hits += (agree > 0) as u64;
+            agreeing += agree;
+        }
+        let j = shape.jaccard();
+        let p = slot_agreement(j, bits);
+        assert!((p - (0.5 + 0.5 * j)).abs() < 1e-12);
+        assert_eq!(slot_agreement(j, 32), j);
+        let at = |p: f64| {
+            let mut r = row(
+                &bits_name("simd", bits),
+                hits,
+                trials as usize,
+                br.probability(p),
+                false,
+            );
+            r.union = union;
+            r.jaccard = j;
+            r.agreeing_bands = agreeing;
+            r.p_band_theory = p.powi(5);
+            r
+        };
+        let mut c = Checks::new("scurve");
+        check(1e-3, &[at(p)], &[], &mut c).unwrap();
+        assert!(c.failed().next().is_none(), "{:?}", c.list);
+        let mut c = Checks::new("scurve");
+        check(1e-3, &[at(j)], &[], &mut c).unwrap();
+        assert!(c.failed().next().is_some(), "{:?}", c.list);
+        // A dependent-band family's b-bit row is looked up by its base name and tested per pair.
+        let mut r = at(j);
+        r.kernel = bits_name("fss", bits);
+        let mut c = Checks::new("scurve");
+        check(1e-3, &[r], &[], &mut c).unwrap();
+        assert!(
+            c.failed().any(|c| c.name.starts_with("empirical S-curve")),
+            "{:?}",
+            c.list
+        );
     }
 
     #[test]

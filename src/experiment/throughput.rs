@@ -4,11 +4,13 @@
 //! shared, see BENCHMARKING.md). The one check: signatures are identical whatever the thread count.
 
 use super::ExperimentError;
+use super::accuracy::bits_name;
 use super::chart::{Chart, Figures, Series, Style, kernel_color};
 use super::config::ThroughputConfig;
 use super::deps;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, write_csv};
+use crate::kernel::bbit::{self, BBit};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -121,73 +123,138 @@ fn run_cell(
         });
         let shingles: u64 = ids.iter().map(|v| v.len() as u64).sum();
         for kname in &cfg.kernels {
-            for &k in &cfg.num_perm {
-                let kernel = deps::kernel(kname, k, ctx.seed)?;
-                let mut sigs = vec![0u32; texts.texts.len() * k];
-                let (sign_s, ()) = pool.install(|| {
-                    timed(cfg.repeats, || {
-                        sigs.par_chunks_mut(k)
-                            .zip(ids.par_iter())
-                            .with_min_len(8)
-                            .for_each(|(out, v)| kernel.sign(v, out));
-                    })
-                });
-                let digest_sign = xxhash_rust::xxh3::xxh3_64(
-                    &sigs
-                        .iter()
-                        .flat_map(|x| x.to_le_bytes())
-                        .collect::<Vec<u8>>(),
-                );
-                let (fused_s, ()) = pool.install(|| {
-                    timed(cfg.repeats, || {
-                        sigs.par_chunks_mut(k)
-                            .zip(texts.texts.par_iter())
-                            .with_min_len(8)
-                            .for_each(|(out, text)| {
-                                IDS.with_borrow_mut(|v| {
-                                    kernel.sign_text(&shingler, text, v, out);
-                                })
-                            });
-                    })
-                });
-                let digest = xxhash_rust::xxh3::xxh3_64(
-                    &sigs
-                        .iter()
-                        .flat_map(|x| x.to_le_bytes())
-                        .collect::<Vec<u8>>(),
-                );
-                if digest != digest_sign {
-                    return Err(ExperimentError::Mismatch(format!(
-                        "{kname} k={k}: fused and split signing disagree"
-                    )));
+            for &bits in &cfg.bits {
+                for &k in &cfg.num_perm {
+                    let kernel = BBit::wrap(deps::kernel(kname, k, ctx.seed)?, bits)?;
+                    let name = bits_name(kname, bits);
+                    // b-bit slots are packed as they are signed (the storage dedup --bits and sketch use).
+                    let w = if bits < 32 { bbit::words(k, bits) } else { 0 };
+                    let n = texts.texts.len();
+                    let mut sigs = vec![0u32; n * k];
+                    // (Full-width slots are not packed; their rows keep a one-word placeholder each.)
+                    let mut packed = vec![0u64; n * w.max(1)];
+                    let pack = |out: &[u32], p: &mut [u64]| {
+                        if bits < 32 {
+                            bbit::pack_into(out, bits, p);
+                        }
+                    };
+                    let (sign_s, ()) = pool.install(|| {
+                        timed(cfg.repeats, || {
+                            sigs.par_chunks_mut(k)
+                                .zip(packed.par_chunks_mut(w.max(1)))
+                                .zip(ids.par_iter())
+                                .with_min_len(8)
+                                .for_each(|((out, p), v)| {
+                                    kernel.sign(v, out);
+                                    pack(out, p);
+                                });
+                        })
+                    });
+                    let digest_of = |sigs: &[u32], packed: &[u64]| {
+                        if bits < 32 {
+                            xxhash_rust::xxh3::xxh3_64(
+                                &packed
+                                    .iter()
+                                    .flat_map(|x| x.to_le_bytes())
+                                    .collect::<Vec<u8>>(),
+                            )
+                        } else {
+                            xxhash_rust::xxh3::xxh3_64(
+                                &sigs
+                                    .iter()
+                                    .flat_map(|x| x.to_le_bytes())
+                                    .collect::<Vec<u8>>(),
+                            )
+                        }
+                    };
+                    let digest_sign = digest_of(&sigs, &packed);
+                    let (fused_s, ()) = pool.install(|| {
+                        timed(cfg.repeats, || {
+                            sigs.par_chunks_mut(k)
+                                .zip(packed.par_chunks_mut(w.max(1)))
+                                .zip(texts.texts.par_iter())
+                                .with_min_len(8)
+                                .for_each(|((out, p), text)| {
+                                    IDS.with_borrow_mut(|v| {
+                                        kernel.sign_text(&shingler, text, v, out);
+                                    });
+                                    pack(out, p);
+                                });
+                        })
+                    });
+                    let digest = digest_of(&sigs, &packed);
+                    if digest != digest_sign {
+                        return Err(ExperimentError::Mismatch(format!(
+                            "{name} k={k}: fused and split signing disagree"
+                        )));
+                    }
+                    if bits < 32 {
+                        check_packed(kname, k, bits, ctx.seed, &ids, &sigs, &packed)?;
+                    }
+                    rows.push(ThroughputRow {
+                        dataset: dataset.to_string(),
+                        docs: texts.texts.len(),
+                        bytes: texts.bytes,
+                        kernel: name.clone(),
+                        isa: kernel.isa().name().into(),
+                        seed: ctx.seed,
+                        num_perm: k,
+                        shingle: shingle.to_string(),
+                        threads: t,
+                        repeats: cfg.repeats,
+                        shingles,
+                        shingle_seconds: shingle_s,
+                        sign_seconds: sign_s,
+                        fused_seconds: fused_s,
+                        fused_docs_per_s: texts.texts.len() as f64 / fused_s,
+                        fused_mb_per_s: mb / fused_s,
+                        shingle_mb_per_s: mb / shingle_s,
+                        sign_shingles_per_s: shingles as f64 / sign_s,
+                        signature_digest: format!("{digest:016x}"),
+                        git_commit: ctx.meta.git_commit.clone(),
+                        cpu_model: ctx.meta.cpu_model.clone(),
+                    });
                 }
-                rows.push(ThroughputRow {
-                    dataset: dataset.to_string(),
-                    docs: texts.texts.len(),
-                    bytes: texts.bytes,
-                    kernel: kname.clone(),
-                    isa: kernel.isa().name().into(),
-                    seed: ctx.seed,
-                    num_perm: k,
-                    shingle: shingle.to_string(),
-                    threads: t,
-                    repeats: cfg.repeats,
-                    shingles,
-                    shingle_seconds: shingle_s,
-                    sign_seconds: sign_s,
-                    fused_seconds: fused_s,
-                    fused_docs_per_s: texts.texts.len() as f64 / fused_s,
-                    fused_mb_per_s: mb / fused_s,
-                    shingle_mb_per_s: mb / shingle_s,
-                    sign_shingles_per_s: shingles as f64 / sign_s,
-                    signature_digest: format!("{digest:016x}"),
-                    git_commit: ctx.meta.git_commit.clone(),
-                    cpu_model: ctx.meta.cpu_model.clone(),
-                });
             }
         }
     }
     Ok(rows)
+}
+
+/// Checks a b-bit cell's output: every packed signature unpacks to its b-bit slots, and those are the low `bits`
+/// bits of the full-width kernel's slots on the same shingles (the all-`u32::MAX` empty signature aside).
+fn check_packed(
+    kname: &str,
+    k: usize,
+    bits: u32,
+    seed: u64,
+    ids: &[Vec<u64>],
+    sigs: &[u32],
+    packed: &[u64],
+) -> Result<()> {
+    let full = deps::kernel(kname, k, seed)?;
+    let w = bbit::words(k, bits);
+    let bad = ids.par_iter().enumerate().find_any(|&(d, v)| {
+        let sig = &sigs[d * k..(d + 1) * k];
+        let words = &packed[d * w..(d + 1) * w];
+        let mut want = vec![0u32; k];
+        full.sign(v, &mut want);
+        let cut_ok = v.is_empty()
+            || sig
+                .iter()
+                .zip(&want)
+                .all(|(&s, &f)| s == f & bbit::mask(bits));
+        let packed_ok =
+            (0..k).all(|i| bbit::unpack_slot(words, bits, i) == sig[i] & bbit::mask(bits));
+        !(cut_ok && packed_ok)
+    });
+    match bad {
+        None => Ok(()),
+        Some((d, _)) => Err(ExperimentError::Mismatch(format!(
+            "{} k={k}: document {d}'s packed {bits}-bit signature is not the low bits of {kname}'s slots",
+            bits_name(kname, bits)
+        ))),
+    }
 }
 
 /// Runs a throughput experiment: a cell per (dataset, shingle) timing every kernel, k and thread count,
@@ -226,6 +293,19 @@ pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
                 )
                 .with("repeats", cfg.repeats)
                 .with("seed", ctx.seed);
+            // Full-width runs keep their old cell names.
+            let key = if cfg.bits == [32] {
+                key
+            } else {
+                key.with(
+                    "bits",
+                    cfg.bits
+                        .iter()
+                        .map(|b| b.to_string())
+                        .collect::<Vec<_>>()
+                        .join("-"),
+                )
+            };
             let got = ctx.cell(&key, || {
                 if texts.is_none() {
                     texts = Some(deps::load_texts(ds, ctx.seed)?);

@@ -78,10 +78,21 @@ pub fn words(k: usize, bits: u32) -> usize {
 pub fn pack(sig: &[u32], bits: u32, out: &mut Vec<u64>) {
     let start = out.len();
     out.resize(start + words(sig.len(), bits), 0);
+    pack_into(sig, bits, &mut out[start..]);
+}
+
+/// Writes the packed form of `sig` into `out`, which holds exactly [`words`]`(sig.len(), bits)` words.
+pub fn pack_into(sig: &[u32], bits: u32, out: &mut [u64]) {
+    assert_eq!(
+        out.len(),
+        words(sig.len(), bits),
+        "packed buffer of the wrong length"
+    );
+    out.fill(0);
     let m = mask(bits) as u64;
     for (i, &v) in sig.iter().enumerate() {
         let bit = i * bits as usize;
-        out[start + bit / 64] |= (v as u64 & m) << (bit % 64);
+        out[bit / 64] |= (v as u64 & m) << (bit % 64);
     }
 }
 
@@ -185,6 +196,9 @@ impl Kernel for BBit {
     }
     fn estimate(&self, a: &[u32], b: &[u32]) -> f64 {
         corrected(super::fraction_equal(a, b), self.bits)
+    }
+    fn slot_bits(&self) -> u32 {
+        self.bits
     }
 }
 

@@ -52,6 +52,11 @@ pub trait Kernel: Send + Sync {
     fn estimate(&self, a: &[u32], b: &[u32]) -> f64 {
         fraction_equal(a, b)
     }
+    /// Bits each slot keeps: 32, or fewer for b-bit slots ([`bbit::BBit`]), whose chance agreement the
+    /// banding must be tuned for (`dedup::choose_banding`).
+    fn slot_bits(&self) -> u32 {
+        32
+    }
 }
 
 /// [`Kernel::sign_text`] the plain way: cut `text` into window ids, sign them, report whether the set was empty.

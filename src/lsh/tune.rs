@@ -154,11 +154,46 @@ pub fn pareto_front(rows: &[TuneRow]) -> Vec<TuneRow> {
 /// The recall `dedup` asks of the S-curve at its threshold when only `--threshold` is given.
 pub const DEFAULT_RECALL: f64 = 0.99;
 
+/// The probability that one slot agrees for two sets of similarity `s` when slots keep their low `bits` bits:
+/// `C + (1 - C) s` with `C = 2^-bits` (b-bit minwise hashing, the large-universe chance agreement
+/// [`crate::kernel::bbit::chance_collision`] uses); `s` itself at 32 bits, the full slot. A band of r b-bit slots
+/// agrees with probability about this to the r-th power, so b-bit signatures follow the S-curve at this value.
+pub fn slot_agreement(s: f64, bits: u32) -> f64 {
+    if bits >= 32 {
+        return s;
+    }
+    let c = crate::kernel::bbit::chance_collision(bits);
+    c + (1.0 - c) * s
+}
+
+/// The similarity whose `bits`-bit slots agree with probability `p` (the inverse of [`slot_agreement`]),
+/// clamped to [0, 1]: an agreement below the chance level `C` is reached by no similarity and gives 0.
+pub fn similarity_of_agreement(p: f64, bits: u32) -> f64 {
+    if bits >= 32 {
+        return p.clamp(0.0, 1.0);
+    }
+    let c = crate::kernel::bbit::chance_collision(bits);
+    ((p - c) / (1.0 - c)).clamp(0.0, 1.0)
+}
+
 /// The default rule for `dedup --threshold t` without `--bands/--rows`: among all (b, r) with b*r <= k and
 /// P(t) >= 0.99, the one with the smallest P(t/2) (fewest candidates from pairs at half the threshold), ties to
 /// fewer hashes. If none reaches 0.99 (only possible for tiny k), the banding with the highest P(t).
 /// For k = 128 and t = 0.5 this is 35x3, the textbook's fewest-false-positive setting with P(0.5) >= 99%.
+/// Full-width slots; [`default_banding_bits`] tunes for b-bit slots.
 pub fn default_banding(num_perm: usize, threshold: f64) -> Result<Banding, BandingError> {
+    default_banding_bits(num_perm, threshold, 32)
+}
+
+/// [`default_banding`] for slots that keep `bits` bits: the same rule applied to the S-curve in the slot
+/// agreement `P(s) = C + (1 - C) s` ([`slot_agreement`]) rather than in s, so P(P(t)) >= 0.99 with the smallest
+/// P(P(t/2)). Tuning in s instead would put the curve's threshold far too low (at 1 bit, 35x3 makes nearly every
+/// pair a candidate: a band of 3 one-bit slots agrees by chance with probability 1/8).
+pub fn default_banding_bits(
+    num_perm: usize,
+    threshold: f64,
+    bits: u32,
+) -> Result<Banding, BandingError> {
     check_threshold(threshold)?;
     if num_perm == 0 {
         return Err(BandingError::TooManyHashes {
@@ -168,9 +203,9 @@ pub fn default_banding(num_perm: usize, threshold: f64) -> Result<Banding, Bandi
         });
     }
     let targets = Targets {
-        s_lo: threshold / 2.0,
+        s_lo: slot_agreement(threshold / 2.0, bits),
         max_fp: 1.0,
-        s_hi: threshold,
+        s_hi: slot_agreement(threshold, bits),
         max_fn: 1.0 - DEFAULT_RECALL,
     };
     match tune(num_perm, &targets) {
@@ -622,5 +657,57 @@ mod tests {
         }
         assert!(default_banding(128, 0.0).is_err());
         assert!(default_banding(128, 1.01).is_err());
+    }
+
+    #[test]
+    fn slot_agreement_is_the_b_bit_collision_probability_and_inverts() {
+        for bits in crate::kernel::bbit::BITS {
+            for s in [0.0, 0.1, 0.25, 0.5, 0.9, 1.0] {
+                let p = slot_agreement(s, bits);
+                let c = if bits == 32 {
+                    0.0
+                } else {
+                    (-(bits as f64)).exp2()
+                };
+                assert!((p - (c + (1.0 - c) * s)).abs() < 1e-15, "b={bits} s={s}");
+                assert!((similarity_of_agreement(p, bits) - s).abs() < 1e-12);
+            }
+        }
+        assert_eq!(similarity_of_agreement(0.2, 1), 0.0);
+    }
+
+    /// With b-bit slots the rule holds in the slot agreement P(s): the chosen banding's S-curve reaches the
+    /// recall target at P(t) and nothing meeting it has fewer candidates at P(t/2) (brute force); at 32 bits
+    /// it is the full-width rule. The full-width choice would not do: at 1 bit and t = 0.5, 35x3 makes over
+    /// 99% of unrelated pairs (s = 0, P = 1/2) candidates.
+    #[test]
+    fn default_rule_with_b_bit_slots_tunes_in_the_slot_agreement() {
+        for bits in crate::kernel::bbit::BITS {
+            for t in [0.3, 0.5, 0.8, 0.9] {
+                let b = default_banding_bits(128, t, bits).unwrap();
+                let (hi, lo) = (slot_agreement(t, bits), slot_agreement(t / 2.0, bits));
+                assert!(b.probability(hi) >= DEFAULT_RECALL, "b={bits} t={t}: {b}");
+                for o in all_bandings(128) {
+                    if o.probability(hi) >= DEFAULT_RECALL {
+                        assert!(
+                            o.probability(lo) >= b.probability(lo),
+                            "b={bits} t={t}: {o} beats {b}"
+                        );
+                    }
+                }
+                if bits == 32 {
+                    assert_eq!(b, default_banding(128, t).unwrap());
+                }
+            }
+        }
+        let full = default_banding(128, 0.5).unwrap();
+        assert!(full.probability(slot_agreement(0.0, 1)) > 0.99);
+        let one = default_banding_bits(128, 0.5, 1).unwrap();
+        assert_eq!(one, Banding { bands: 17, rows: 5 });
+        assert_eq!(
+            default_banding_bits(128, 0.5, 2).unwrap(),
+            Banding { bands: 28, rows: 4 }
+        );
+        assert!(one.probability(slot_agreement(0.0, 1)) < 0.6, "{one}");
     }
 }
