@@ -91,3 +91,29 @@ fn gzip_utf16_mark_split_across_members_is_refused() {
     };
     assert!(err.contains("UTF-16") && err.contains("split.gz"), "{err}");
 }
+
+/// fuzz/reader_parquet: a byte-array page holding value bytes but, by its header, no value (here read as the
+/// text column `id`) made the parquet crate divide by zero while decoding it (`byte_array.rs:391`), a panic (an
+/// abort in the release CLI). The reader now walks the pages of the columns it reads when it opens the file and
+/// refuses such a page, naming the row group and the column.
+#[test]
+fn parquet_byte_array_page_with_bytes_but_no_values_is_refused() {
+    read_parquet_input("reader_parquet_byte_array_divide_by_zero");
+    let data = input("reader_parquet_byte_array_divide_by_zero");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("in.parquet");
+    std::fs::write(&path, &data[2..]).unwrap();
+    let options = ReaderOptions {
+        format: InputFormat::Parquet,
+        text_column: Some("id".into()),
+        ..Default::default()
+    };
+    let err = match CorpusReader::open(&path, &options) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("the damaged page was not refused when the file was opened"),
+    };
+    assert!(
+        err.contains("in.parquet") && err.contains("row group ") && err.contains("column `id`"),
+        "{err}"
+    );
+}
