@@ -117,3 +117,75 @@ fn parquet_byte_array_page_with_bytes_but_no_values_is_refused() {
         "{err}"
     );
 }
+
+/// The other page the parquet crate divides by zero on (found by reading its code, next to the fuzzed one): a
+/// PLAIN v2 data page whose header says every value is null (`num_nulls == num_values`) but which holds value
+/// bytes. Made here from a valid file of two rows, `"abc"` and null, by raising the page header's `num_nulls`
+/// from 1 to 2 (one byte of its thrift encoding); the reader must refuse it when it opens the file, naming the
+/// row group and column, and read the valid file as before.
+#[test]
+fn parquet_v2_page_of_all_nulls_holding_value_bytes_is_refused() {
+    use arrow_array::{RecordBatch, StringArray};
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, Encoding};
+    use parquet::file::properties::{WriterProperties, WriterVersion};
+    use std::sync::Arc;
+    let batch = RecordBatch::try_from_iter([(
+        "text",
+        Arc::new(StringArray::from(vec![Some("abc"), None])) as _,
+    )])
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_writer_version(WriterVersion::PARQUET_2_0)
+        .set_dictionary_enabled(false)
+        .set_encoding(Encoding::PLAIN)
+        .set_compression(Compression::UNCOMPRESSED)
+        .build();
+    let mut good = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut good, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let options = ReaderOptions {
+        format: InputFormat::Parquet,
+        on_error: OnError::Skip,
+        ..Default::default()
+    };
+    // The valid file: one document, one null text rejected.
+    let path = dir.path().join("good.parquet");
+    std::fs::write(&path, &good).unwrap();
+    let docs: Vec<_> = CorpusReader::open(&path, &options)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(docs.len(), 1);
+    assert_eq!(docs[0].text, "abc");
+    // DataPageHeaderV2 in thrift compact encoding starts: num_values 2, num_nulls 1, num_rows 2 (i32 fields,
+    // zigzag varints). Exactly one such place in the file.
+    let header = [0x15, 0x04, 0x15, 0x02, 0x15, 0x04];
+    let at: Vec<usize> = good
+        .windows(header.len())
+        .enumerate()
+        .filter(|(_, w)| *w == header)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(at.len(), 1, "the v2 page header, once: {at:?}");
+    let mut bad = good.clone();
+    bad[at[0] + 3] = 0x04;
+    let path = dir.path().join("bad.parquet");
+    std::fs::write(&path, &bad).unwrap();
+    let err = match CorpusReader::open(&path, &options) {
+        Err(e) => e.to_string(),
+        // Without the check, reading on divides by zero inside the parquet crate (a panic here).
+        Ok(reader) => panic!(
+            "a v2 page of all nulls holding value bytes was not refused ({} records read)",
+            reader.count()
+        ),
+    };
+    assert!(
+        err.contains("bad.parquet")
+            && err.contains("row group 0, column `text`")
+            && err.contains("all of them null"),
+        "{err}"
+    );
+}
