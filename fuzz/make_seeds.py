@@ -71,6 +71,22 @@ put("kernels", "k1", bytes([0, 0, 9, 0]) + ids[:24])
 put("kernels", "k257_empty", bytes([0, 1, 1, 0]))
 put("kernels", "k64_consecutive", bytes([63, 0, 0, 1]) + b"".join(i.to_bytes(8, "little") for i in range(300)))
 
+# spill: [mode, split (u16 LE), records..., damage...]; mode bits 0-1: u64 / (u64, u32) records / record file /
+# record file in memory, bits 2-3: damage none / replace / edit / reseal, bit 4: sorter dedups, bits 5-7: run cap - 1.
+u64s = b"".join(((i * 0x9E3779B97F4A7C15 >> 3) % 7).to_bytes(8, "little") for i in range(20))
+pairs = b"".join((i % 5).to_bytes(8, "little") + (i * 3).to_bytes(4, "little") for i in range(10))
+recs = b"".join(bytes([len(r)]) + r for r in [b"hello", b"", b"world!", bytes(range(40)), b"x" * 9])
+spill = lambda mode, records, tail=b"": bytes([mode]) + len(records).to_bytes(2, "little") + records + tail
+put("spill", "u64_roundtrip_dedup", spill(0 | 16 | (2 << 5), u64s))
+put("spill", "pairs_roundtrip", spill(1 | (7 << 5), pairs))
+put("spill", "u64_edit", spill(0 | (2 << 2), u64s, bytes([5, 0, 1, 0x80, 0, 0xFF, 3])))
+put("spill", "pairs_reseal", spill(1 | (3 << 2), pairs, b"arbitrary bytes behind a correct trailer"))
+put("spill", "u64_replace", spill(0 | (1 << 2), u64s[:16], u64s[:16] + (2).to_bytes(8, "little") + bytes(8)))
+put("spill", "records_roundtrip", spill(2, recs))
+put("spill", "records_edit", spill(2 | (2 << 2), recs, bytes([7, 0, 4, 2, 0, 1, 9])))
+put("spill", "records_reseal", spill(2 | (3 << 2), recs, b"new bytes"))
+put("spill", "records_in_memory", spill(3 | (1 << 2), recs, b"ignored: nothing on disk"))
+
 # From the CLI: a state file, and Parquet signatures, pairs and clusters.
 with tempfile.TemporaryDirectory() as tmp:
     corpus = os.path.join(tmp, "c.jsonl")

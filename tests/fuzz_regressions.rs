@@ -91,3 +91,101 @@ fn gzip_utf16_mark_split_across_members_is_refused() {
     };
     assert!(err.contains("UTF-16") && err.contains("split.gz"), "{err}");
 }
+
+/// fuzz/reader_parquet: a byte-array page holding value bytes but, by its header, no value (here read as the
+/// text column `id`) made the parquet crate divide by zero while decoding it (`byte_array.rs:391`), a panic (an
+/// abort in the release CLI). The reader now walks the pages of the columns it reads when it opens the file and
+/// refuses such a page, naming the row group and the column.
+#[test]
+fn parquet_byte_array_page_with_bytes_but_no_values_is_refused() {
+    read_parquet_input("reader_parquet_byte_array_divide_by_zero");
+    let data = input("reader_parquet_byte_array_divide_by_zero");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("in.parquet");
+    std::fs::write(&path, &data[2..]).unwrap();
+    let options = ReaderOptions {
+        format: InputFormat::Parquet,
+        text_column: Some("id".into()),
+        ..Default::default()
+    };
+    let err = match CorpusReader::open(&path, &options) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("the damaged page was not refused when the file was opened"),
+    };
+    assert!(
+        err.contains("in.parquet") && err.contains("row group ") && err.contains("column `id`"),
+        "{err}"
+    );
+}
+
+/// The other page the parquet crate divides by zero on (found by reading its code, next to the fuzzed one): a
+/// PLAIN v2 data page whose header says every value is null (`num_nulls == num_values`) but which holds value
+/// bytes. Made here from a valid file of two rows, `"abc"` and null, by raising the page header's `num_nulls`
+/// from 1 to 2 (one byte of its thrift encoding); the reader must refuse it when it opens the file, naming the
+/// row group and column, and read the valid file as before.
+#[test]
+fn parquet_v2_page_of_all_nulls_holding_value_bytes_is_refused() {
+    use arrow_array::{RecordBatch, StringArray};
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, Encoding};
+    use parquet::file::properties::{WriterProperties, WriterVersion};
+    use std::sync::Arc;
+    let batch = RecordBatch::try_from_iter([(
+        "text",
+        Arc::new(StringArray::from(vec![Some("abc"), None])) as _,
+    )])
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_writer_version(WriterVersion::PARQUET_2_0)
+        .set_dictionary_enabled(false)
+        .set_encoding(Encoding::PLAIN)
+        .set_compression(Compression::UNCOMPRESSED)
+        .build();
+    let mut good = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut good, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let options = ReaderOptions {
+        format: InputFormat::Parquet,
+        on_error: OnError::Skip,
+        ..Default::default()
+    };
+    // The valid file: one document, one null text rejected.
+    let path = dir.path().join("good.parquet");
+    std::fs::write(&path, &good).unwrap();
+    let docs: Vec<_> = CorpusReader::open(&path, &options)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(docs.len(), 1);
+    assert_eq!(docs[0].text, "abc");
+    // DataPageHeaderV2 in thrift compact encoding starts: num_values 2, num_nulls 1, num_rows 2 (i32 fields,
+    // zigzag varints). Exactly one such place in the file.
+    let header = [0x15, 0x04, 0x15, 0x02, 0x15, 0x04];
+    let at: Vec<usize> = good
+        .windows(header.len())
+        .enumerate()
+        .filter(|(_, w)| *w == header)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(at.len(), 1, "the v2 page header, once: {at:?}");
+    let mut bad = good.clone();
+    bad[at[0] + 3] = 0x04;
+    let path = dir.path().join("bad.parquet");
+    std::fs::write(&path, &bad).unwrap();
+    let err = match CorpusReader::open(&path, &options) {
+        Err(e) => e.to_string(),
+        // Without the check, reading on divides by zero inside the parquet crate (a panic here).
+        Ok(reader) => panic!(
+            "a v2 page of all nulls holding value bytes was not refused ({} records read)",
+            reader.count()
+        ),
+    };
+    assert!(
+        err.contains("bad.parquet")
+            && err.contains("row group 0, column `text`")
+            && err.contains("all of them null"),
+        "{err}"
+    );
+}

@@ -1,7 +1,8 @@
 //! Gzip input. Even first byte: the rest is the `.gz` file itself (a damaged or hostile stream must give
 //! documents or an error naming the file, never a panic). Odd first byte: the rest is compressed here, as one
 //! gzip member or two concatenated ones split at a fuzzed point, and reading the `.gz` file must give exactly
-//! the documents, counts and outcome of reading the same bytes uncompressed.
+//! the documents, counts and outcome of reading the same bytes uncompressed (unless those bytes start with the
+//! gzip magic, which makes the plain file gzip too).
 #![no_main]
 
 use flate2::Compression;
@@ -44,6 +45,12 @@ fuzz_target!(|data: &[u8]| {
     let plain = lshbench_fuzz::scratch_file("in.plain", body);
     let a = lshbench_fuzz::check_reader(&gz, &options);
     let b = lshbench_fuzz::check_reader(&plain, &options);
+    // Plain bytes that begin with the gzip magic (1f 8b) are read as gzip themselves (the readers detect gzip by
+    // its magic bytes, whatever the name), where the `.gz` file's decompressed bytes are read as they are: the
+    // two reads differ by design (found by this target's first run without ASan).
+    if body.starts_with(&[0x1f, 0x8b]) {
+        return;
+    }
     assert_eq!(a.documents, b.documents, "gzip and plain documents");
     assert_eq!(a.failed, b.failed);
     assert_eq!(a.malformed, b.malformed);

@@ -21,8 +21,13 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
+use parquet::basic::{Encoding, Type as PhysicalType};
+use parquet::column::page::Page;
+use parquet::file::metadata::ParquetMetaData;
+use parquet::file::serialized_reader::SerializedPageReader;
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Rows per decoded batch: small enough that a batch of long documents stays a few megabytes, large enough
 /// that the per-batch overhead vanishes.
@@ -161,6 +166,85 @@ fn file_error(path: &Path, kind: std::io::ErrorKind, message: String) -> ReadErr
     }
 }
 
+/// A second handle on the file, for [`check_byte_array_pages`].
+fn file_for_scan(path: &Path) -> Result<Arc<File>, ReadError> {
+    File::open(path)
+        .map(Arc::new)
+        .map_err(|cause| ReadError::Io {
+            file: path.to_path_buf(),
+            cause,
+        })
+}
+
+/// Refuses a byte-array page that holds value bytes but, by its header, no value: a dictionary page of 0 values,
+/// or a PLAIN v2 data page whose values are all null (`num_nulls == num_values`). The parquet crate (59.3.2, and
+/// 60.1.0 the same) divides by that count of values when it decodes such a page
+/// (`arrow/array_reader/byte_array.rs`, `ByteArrayDecoderPlain::read`): a panic, an abort in the release CLI.
+/// Found by fuzz/reader_parquet. The pages of the byte-array columns read (those under `roots`) are walked once
+/// here, before the reader decodes any: their headers are parsed and their bytes decompressed, no value is
+/// decoded. A page the walk cannot read ends the walk of its column chunk: the reader meets the same page and
+/// reports it, after the rows before it, as before this check.
+fn check_byte_array_pages(
+    path: &Path,
+    file: Arc<File>,
+    metadata: &ParquetMetaData,
+    roots: &[usize],
+) -> Result<(), ReadError> {
+    let schema = metadata.file_metadata().schema_descr();
+    let rows = usize::try_from(metadata.file_metadata().num_rows()).unwrap_or(0);
+    for (g, group) in metadata.row_groups().iter().enumerate() {
+        for (leaf, column) in group.columns().iter().enumerate() {
+            if column.column_type() != PhysicalType::BYTE_ARRAY
+                || leaf >= schema.num_columns()
+                || !roots.contains(&schema.get_column_root_idx(leaf))
+            {
+                continue;
+            }
+            let Ok(pages) = SerializedPageReader::new(Arc::clone(&file), column, rows, None) else {
+                continue;
+            };
+            for (p, page) in pages.enumerate() {
+                let Ok(page) = page else { break };
+                let empty = match &page {
+                    Page::DictionaryPage {
+                        buf, num_values, ..
+                    } => (*num_values == 0 && !buf.is_empty())
+                        .then(|| "a dictionary page of 0 values".to_string()),
+                    Page::DataPageV2 {
+                        buf,
+                        num_values,
+                        num_nulls,
+                        encoding: Encoding::PLAIN,
+                        def_levels_byte_len,
+                        rep_levels_byte_len,
+                        ..
+                    } => {
+                        let levels =
+                            u64::from(*def_levels_byte_len) + u64::from(*rep_levels_byte_len);
+                        (num_nulls == num_values && buf.len() as u64 > levels).then(|| {
+                            format!(
+                                "a data page of {num_values} values, all of them null (num_nulls {num_nulls})"
+                            )
+                        })
+                    }
+                    _ => None,
+                };
+                if let Some(what) = empty {
+                    return Err(file_error(
+                        path,
+                        std::io::ErrorKind::InvalidData,
+                        format!(
+                            "not a readable Parquet file (row group {g}, column `{}`, page {p}: {what} holds value bytes)",
+                            column.column_path().string()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 impl ParquetRows {
     /// Opens `path`, checks that the text column (and the id column, if one is named) exist with a usable type,
     /// and prepares a reader of just those columns.
@@ -194,13 +278,14 @@ impl ParquetRows {
                         std::io::ErrorKind::InvalidData,
                         format!(
                             "not a readable Parquet file (row group {g}, column `{}`: negative offset or length)",
-                            column.column_path()
+                            column.column_path().string()
                         ),
                     ));
                 }
             }
         }
         let schema = builder.schema().clone();
+        let scan = file_for_scan(path)?;
         let find = |name: &str, ints: bool| -> Result<usize, ReadError> {
             let Some(i) = schema.fields().iter().position(|f| f.name() == name) else {
                 let columns: Vec<String> = schema
@@ -245,6 +330,7 @@ impl ParquetRows {
         roots.sort_unstable();
         roots.dedup();
         let position = |root: usize| roots.iter().position(|&r| r == root).expect("projected");
+        check_byte_array_pages(path, scan, builder.metadata(), &roots)?;
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
         let batches = builder
             .with_projection(mask)
