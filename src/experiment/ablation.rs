@@ -154,24 +154,48 @@ fn measure_shingles(
 ) -> Result<Moments> {
     let j = shape.jaccard();
     let mut pairs = ShinglePairs::new(pool, shape, seed);
+    let (mut sum, mut sq, mut quad) = (0.0, 0.0, 0.0);
+    let isa = for_each_signed_pair(
+        spec,
+        k,
+        trials,
+        seed,
+        |a, b| pairs.next_pair(a, b),
+        |kernel, sa, sb| {
+            let e = kernel.estimate(sa, sb) - j;
+            sum += e + j;
+            sq += e * e;
+            quad += e * e * e * e;
+        },
+    )?;
+    Ok(Moments { sum, sq, quad, isa })
+}
+
+/// Signs `trials` pairs from `next_pair`, each with a fresh kernel seed derived from `seed` (as the accuracy
+/// experiment does, so a cell measures the method, not one draw of it), and hands each trial's kernel and the
+/// pair's signatures to `visit`. Returns the instruction set the kernels ran on.
+fn for_each_signed_pair(
+    spec: &KernelSpec,
+    k: usize,
+    trials: usize,
+    seed: u64,
+    mut next_pair: impl FnMut(&mut Vec<u64>, &mut Vec<u64>),
+    mut visit: impl FnMut(&dyn crate::kernel::Kernel, &[u32], &[u32]),
+) -> Result<String> {
     let (mut a, mut b) = (Vec::new(), Vec::new());
     let (mut sa, mut sb) = (vec![0u32; k], vec![0u32; k]);
-    let (mut sum, mut sq, mut quad) = (0.0, 0.0, 0.0);
     let mut isa = String::new();
     for t in 0..trials {
-        pairs.next_pair(&mut a, &mut b);
+        next_pair(&mut a, &mut b);
         let kernel = deps::kernel_of(spec, k, accuracy::trial_seed(seed, t))?;
         if t == 0 {
             isa = kernel.isa().name().to_string();
         }
         kernel.sign(&a, &mut sa);
         kernel.sign(&b, &mut sb);
-        let e = kernel.estimate(&sa, &sb) - j;
-        sum += e + j;
-        sq += e * e;
-        quad += e * e * e * e;
+        visit(kernel.as_ref(), &sa, &sb);
     }
-    Ok(Moments { sum, sq, quad, isa })
+    Ok(isa)
 }
 
 /// One (kernel, elements, b x r, J) point of the S-curve fit: the pairs that shared a band and the bands that
@@ -270,30 +294,27 @@ fn banding_cell(
     trials: usize,
     seed: u64,
 ) -> Result<Vec<BandingRow>> {
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    let (mut sa, mut sb) = (vec![0u32; k], vec![0u32; k]);
     let mut hits = vec![0u64; bandings.len()];
     let mut agreeing = vec![0u64; bandings.len()];
-    let mut isa = String::new();
-    for t in 0..trials {
-        pairs.next_pair(&mut a, &mut b);
-        let kernel = deps::kernel_of(spec, k, accuracy::trial_seed(seed, t))?;
-        if t == 0 {
-            isa = kernel.isa().name().to_string();
-        }
-        kernel.sign(&a, &mut sa);
-        kernel.sign(&b, &mut sb);
-        for (i, br) in bandings.iter().enumerate() {
-            let agree = (0..br.bands)
-                .filter(|&band| {
-                    let s = band * br.rows..(band + 1) * br.rows;
-                    sa[s.clone()] == sb[s]
-                })
-                .count() as u64;
-            hits[i] += (agree > 0) as u64;
-            agreeing[i] += agree;
-        }
-    }
+    let isa = for_each_signed_pair(
+        spec,
+        k,
+        trials,
+        seed,
+        |a, b| pairs.next_pair(a, b),
+        |_, sa, sb| {
+            for (i, br) in bandings.iter().enumerate() {
+                let agree = (0..br.bands)
+                    .filter(|&band| {
+                        let s = band * br.rows..(band + 1) * br.rows;
+                        sa[s.clone()] == sb[s]
+                    })
+                    .count() as u64;
+                hits[i] += (agree > 0) as u64;
+                agreeing[i] += agree;
+            }
+        },
+    )?;
     let j = shape.jaccard();
     let z95 = z_two_sided(0.95);
     Ok(bandings
