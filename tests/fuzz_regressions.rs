@@ -189,3 +189,187 @@ fn parquet_v2_page_of_all_nulls_holding_value_bytes_is_refused() {
         "{err}"
     );
 }
+
+/// Opens `bytes` as the Parquet corpus `name` (text column `text`) and returns the error it must be refused with.
+fn refused(dir: &Path, name: &str, bytes: &[u8]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let options = ReaderOptions {
+        format: InputFormat::Parquet,
+        on_error: OnError::Skip,
+        ..Default::default()
+    };
+    match CorpusReader::open(&path, &options) {
+        Err(e) => e.to_string(),
+        // Without the check, reading on panics inside the parquet crate here.
+        Ok(reader) => panic!("{name} was not refused ({} records read)", reader.count()),
+    }
+}
+
+/// A one-row-group file of the column `text` (nullable), dictionary-encoded, uncompressed, with the given page
+/// format, and the documents it reads as.
+fn dictionary_file(
+    texts: &[Option<&str>],
+    version: parquet::file::properties::WriterVersion,
+) -> (Vec<u8>, Vec<String>) {
+    use arrow_array::{RecordBatch, StringArray};
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::Compression;
+    use parquet::file::properties::WriterProperties;
+    use std::sync::Arc;
+    let batch =
+        RecordBatch::try_from_iter([("text", Arc::new(StringArray::from(texts.to_vec())) as _)])
+            .unwrap();
+    let props = WriterProperties::builder()
+        .set_writer_version(version)
+        .set_dictionary_enabled(true)
+        .set_compression(Compression::UNCOMPRESSED)
+        .set_statistics_enabled(parquet::file::properties::EnabledStatistics::None)
+        .build();
+    let mut bytes = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("good.parquet");
+    std::fs::write(&path, &bytes).unwrap();
+    let options = ReaderOptions {
+        format: InputFormat::Parquet,
+        on_error: OnError::Skip,
+        ..Default::default()
+    };
+    let docs = CorpusReader::open(&path, &options)
+        .unwrap()
+        .map(|d| d.unwrap().text.to_string())
+        .collect();
+    (bytes, docs)
+}
+
+/// fuzz/reader_parquet: a dictionary-encoded byte-array data page whose values section starts with a bit width
+/// over 32 (here 37, read as the text column `id`) made the parquet crate's `BitReader::get_batch` assertion
+/// fail (`bit_util.rs`), a panic. The reader now refuses such a page when it opens the file.
+#[test]
+fn parquet_dictionary_page_with_indices_over_32_bits_is_refused() {
+    read_parquet_input("reader_parquet_rle_bit_width_over_32");
+    let data = input("reader_parquet_rle_bit_width_over_32");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("in.parquet");
+    std::fs::write(&path, &data[2..]).unwrap();
+    let options = ReaderOptions {
+        format: InputFormat::Parquet,
+        text_column: Some("id".into()),
+        ..Default::default()
+    };
+    let err = match CorpusReader::open(&path, &options) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("the page with 37-bit indices was not refused when the file was opened"),
+    };
+    assert!(
+        err.contains("in.parquet") && err.contains("column `id`") && err.contains("37 bits wide"),
+        "{err}"
+    );
+}
+
+/// The same bit width, made from valid files: in a dictionary-encoded page of eight rows over two distinct texts,
+/// the values section ends the column chunk as [bit width 1, one bit-packed run header 0x03, one byte of eight
+/// 1-bit indices]. Raising the width byte to 33 must be refused for v1 pages (whose levels come first, behind a
+/// 4-byte length) and v2 pages (whose levels the header sizes), and the valid files read as before. So must a v2
+/// page whose levels, by its header, take the whole page, leaving no bit-width byte.
+#[test]
+fn parquet_dictionary_index_width_over_32_is_refused_in_v1_and_v2_pages() {
+    use parquet::file::properties::WriterVersion;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let texts = [
+        Some("a"),
+        Some("b"),
+        None,
+        Some("a"),
+        Some("b"),
+        Some("b"),
+        Some("a"),
+        Some("a"),
+        Some("b"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for version in [WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0] {
+        let (good, docs) = dictionary_file(&texts, version);
+        let expected: Vec<String> = texts.iter().flatten().map(|t| t.to_string()).collect();
+        assert_eq!(docs, expected);
+        let path = dir.path().join("good.parquet");
+        std::fs::write(&path, &good).unwrap();
+        let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+        let column = reader.metadata().row_group(0).column(0);
+        let end = (column.dictionary_page_offset().unwrap() + column.compressed_size()) as usize;
+        // Eight non-null indices 0,1,0,1,1,0,0,1 (the null has none), packed least significant bit first.
+        assert_eq!(good[end - 3..end], [0x01, 0x03, 0b1001_1010], "{version:?}");
+        let mut bad = good.clone();
+        bad[end - 3] = 33;
+        let err = refused(dir.path(), "bad.parquet", &bad);
+        assert!(
+            err.contains("bad.parquet")
+                && err.contains("row group 0, column `text`")
+                && err.contains("33 bits wide"),
+            "{version:?}: {err}"
+        );
+        if version == WriterVersion::PARQUET_2_0 {
+            // DataPageHeaderV2: num_values 9, num_nulls 1, num_rows 9, encoding RLE_DICTIONARY (8), then the
+            // definition levels' byte length. Growing it by the 3 bytes of the values section leaves that
+            // section empty: the crate indexes its first byte unchecked.
+            let at: Vec<usize> = good
+                .windows(12)
+                .enumerate()
+                .filter(|(_, w)| {
+                    w[..9] == [0x15, 0x12, 0x15, 0x02, 0x15, 0x12, 0x15, 0x10, 0x15]
+                        && w[10..] == [0x15, 0x00]
+                })
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(at.len(), 1, "the v2 page header, once: {at:?}");
+            let levels = good[at[0] + 9] / 2;
+            let mut bad = good.clone();
+            bad[at[0] + 9] = (levels + 3) * 2;
+            let err = refused(dir.path(), "empty.parquet", &bad);
+            assert!(
+                err.contains("empty.parquet")
+                    && err.contains("row group 0, column `text`")
+                    && err.contains("without its bit-width byte"),
+                "{err}"
+            );
+        }
+    }
+}
+
+/// A v1 data page whose definition levels are declared `BIT_PACKED` (a deprecated level encoding) but would run
+/// past the page: the parquet crate slices that many bytes unchecked (`parse_v1_level`), a panic. Made from a
+/// valid file of 10,000 equal texts (one row null, so the column has definition levels), whose page is a few
+/// bytes: bit-packed, 10,000 one-bit levels need 1,250. The page header's level encoding RLE (3, zigzag 0x06)
+/// becomes BIT_PACKED (4, 0x08).
+#[test]
+fn parquet_v1_page_with_bit_packed_levels_past_its_end_is_refused() {
+    use parquet::file::properties::WriterVersion;
+    let mut texts = vec![Some("same text"); 10_000];
+    texts[17] = None;
+    let (good, docs) = dictionary_file(&texts, WriterVersion::PARQUET_1_0);
+    assert_eq!(docs.len(), 9_999);
+    // DataPageHeader (thrift compact): num_values 10,000 (zigzag varint A0 9C 01), encoding, then the
+    // definition and repetition level encodings, both RLE.
+    let at: Vec<usize> = good
+        .windows(10)
+        .enumerate()
+        .filter(|(_, w)| {
+            w[..5] == [0x15, 0xA0, 0x9C, 0x01, 0x15] && w[6..] == [0x15, 0x06, 0x15, 0x06]
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(at.len(), 1, "the data page header, once: {at:?}");
+    let mut bad = good.clone();
+    bad[at[0] + 7] = 0x08;
+    let dir = tempfile::tempdir().unwrap();
+    let err = refused(dir.path(), "bad.parquet", &bad);
+    assert!(
+        err.contains("bad.parquet")
+            && err.contains("row group 0, column `text`")
+            && err.contains("bit-packed definition levels need 1250 bytes"),
+        "{err}"
+    );
+}

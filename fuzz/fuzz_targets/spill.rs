@@ -78,7 +78,10 @@ fn sequential<R: Record + std::fmt::Debug>(
     // The layout: the records, the count, the checksum of the records.
     assert_eq!(bytes.len(), n * R::SIZE + 16);
     assert_eq!(le_u64(&bytes[n * R::SIZE..n * R::SIZE + 8]), n as u64);
-    assert_eq!(le_u64(&bytes[n * R::SIZE + 8..]), xxh3_64(&bytes[..n * R::SIZE]));
+    assert_eq!(
+        le_u64(&bytes[n * R::SIZE + 8..]),
+        xxh3_64(&bytes[..n * R::SIZE])
+    );
     match damage {
         Damage::None => {}
         Damage::Replace(b) => bytes = b.to_vec(),
@@ -112,7 +115,10 @@ fn sequential<R: Record + std::fmt::Debug>(
     match read {
         Ok(got) => {
             assert!(good, "a damaged spill file was read without an error");
-            let expected: Vec<R> = bytes[..body_len].chunks_exact(R::SIZE).map(R::get).collect();
+            let expected: Vec<R> = bytes[..body_len]
+                .chunks_exact(R::SIZE)
+                .map(R::get)
+                .collect();
             assert_eq!(got, expected);
             if matches!(damage, Damage::None) {
                 assert_eq!(got, written, "the round trip changed the records");
@@ -219,8 +225,8 @@ fn record_file(dir: &SpillDir, records: &[u8], damage: Damage<'_>, budget: u64) 
         }
         let j = i - mem;
         let (start, end) = (offsets[j], offsets[j + 1]);
-        let good = end <= bytes.len()
-            && le_u64(&bytes[end - 8..end]) == xxh3_64(&bytes[start..end - 8]);
+        let good =
+            end <= bytes.len() && le_u64(&bytes[end - 8..end]) == xxh3_64(&bytes[start..end - 8]);
         match result {
             Ok(()) => {
                 assert!(good, "a damaged record was read without an error");

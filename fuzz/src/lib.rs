@@ -137,6 +137,20 @@ pub fn check_reader(path: &Path, options: &ReaderOptions) -> ReadOutcome {
     }
 }
 
+/// The bytes the readers parse from a file holding `bytes`: decompressed when they start with the gzip magic
+/// `1f 8b` (the readers detect gzip by content, whatever the file's name), as one stream over concatenated
+/// members; a stream that breaks gives the bytes before the break, as the readers read them before their error.
+/// The fuzz inputs are at most a few KB, so the output is at most a few MB.
+pub fn as_read(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    use std::io::Read;
+    if !bytes.starts_with(&[0x1f, 0x8b]) {
+        return std::borrow::Cow::Borrowed(bytes);
+    }
+    let mut out = Vec::new();
+    let _ = flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut out);
+    std::borrow::Cow::Owned(out)
+}
+
 /// The lines of `bytes` as the line readers cut them: at `\n`, the `\r` of a `\r\n` removed (a `\r` ending the
 /// file without a `\n` stays), no line after a final `\n`.
 pub fn lines(bytes: &[u8]) -> Vec<&[u8]> {

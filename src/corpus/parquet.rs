@@ -25,6 +25,7 @@ use parquet::basic::{Encoding, Type as PhysicalType};
 use parquet::column::page::Page;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::serialized_reader::SerializedPageReader;
+use parquet::schema::types::ColumnDescriptor;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -166,7 +167,7 @@ fn file_error(path: &Path, kind: std::io::ErrorKind, message: String) -> ReadErr
     }
 }
 
-/// A second handle on the file, for [`check_byte_array_pages`].
+/// A second handle on the file, for [`check_pages`].
 fn file_for_scan(path: &Path) -> Result<Arc<File>, ReadError> {
     File::open(path)
         .map(Arc::new)
@@ -176,15 +177,120 @@ fn file_for_scan(path: &Path) -> Result<Arc<File>, ReadError> {
         })
 }
 
-/// Refuses a byte-array page that holds value bytes but, by its header, no value: a dictionary page of 0 values,
-/// or a PLAIN v2 data page whose values are all null (`num_nulls == num_values`). The parquet crate (59.3.2, and
-/// 60.1.0 the same) divides by that count of values when it decodes such a page
-/// (`arrow/array_reader/byte_array.rs`, `ByteArrayDecoderPlain::read`): a panic, an abort in the release CLI.
-/// Found by fuzz/reader_parquet. The pages of the byte-array columns read (those under `roots`) are walked once
-/// here, before the reader decodes any: their headers are parsed and their bytes decompressed, no value is
-/// decoded. A page the walk cannot read ends the walk of its column chunk: the reader meets the same page and
-/// reports it, after the rows before it, as before this check.
-fn check_byte_array_pages(
+/// What makes `page` of a column `descr` one the parquet crate (59.3.2, and 60.1.0 the same) panics on while
+/// decoding it, instead of returning an error; `None` for a page it decodes or refuses by itself. Each case was
+/// found by fuzz/reader_parquet or by reading the crate's code beside a fuzzed one:
+/// - a byte-array page holding value bytes but, by its header, no value: a dictionary page of 0 values, or a PLAIN
+///   v2 data page whose values are all null (`num_nulls == num_values`). The crate divides by that count of
+///   values (`arrow/array_reader/byte_array.rs`, `ByteArrayDecoderPlain::read`);
+/// - a dictionary-encoded byte-array data page whose values section is empty or starts with a bit width over 32.
+///   The crate's Arrow decoders read that byte unchecked (`arrow/decoder/dictionary_index.rs`,
+///   `byte_array_dictionary.rs`: an index out of bounds on an empty section) and later assert the width fits an
+///   `i32` (`util/bit_util.rs`, `BitReader::get_batch`). Its non-Arrow dictionary decoder checks both;
+/// - a v1 data page whose levels are `BIT_PACKED` and would run past the page's end: the crate slices that many
+///   bytes from the page unchecked (`column/reader.rs`, `parse_v1_level`), any column type.
+fn unreadable_page(page: &Page, descr: &ColumnDescriptor) -> Option<String> {
+    let byte_array = descr.physical_type() == PhysicalType::BYTE_ARRAY;
+    let dictionary = |encoding: &Encoding| {
+        byte_array
+            && matches!(
+                encoding,
+                Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY
+            )
+    };
+    // A dictionary-encoded values section: its first byte is the bit width of the indices that follow.
+    let indices = |values: &[u8]| match values.first() {
+        None => Some("a dictionary-encoded data page without its bit-width byte".to_string()),
+        Some(&width) if width > 32 => Some(format!(
+            "a dictionary-encoded data page whose indices are {width} bits wide (at most 32)"
+        )),
+        Some(_) => None,
+    };
+    match page {
+        Page::DictionaryPage {
+            buf, num_values, ..
+        } => (byte_array && *num_values == 0 && !buf.is_empty())
+            .then(|| "a dictionary page of 0 values holds value bytes".to_string()),
+        Page::DataPageV2 {
+            buf,
+            num_values,
+            num_nulls,
+            encoding,
+            def_levels_byte_len,
+            rep_levels_byte_len,
+            ..
+        } => {
+            // The page reader has checked that the levels fit in the page.
+            let levels = *def_levels_byte_len as usize + *rep_levels_byte_len as usize;
+            let values = buf.get(levels..)?;
+            if byte_array
+                && *encoding == Encoding::PLAIN
+                && num_nulls == num_values
+                && !values.is_empty()
+            {
+                return Some(format!(
+                    "a data page of {num_values} values, all of them null (num_nulls {num_nulls}), holds value bytes"
+                ));
+            }
+            dictionary(encoding).then(|| indices(values)).flatten()
+        }
+        Page::DataPage {
+            buf,
+            num_values,
+            encoding,
+            def_level_encoding,
+            rep_level_encoding,
+            ..
+        } => {
+            // The levels as the crate walks them: repetition, then definition, each only when the column has them.
+            let mut offset = 0usize;
+            for (max_level, level_encoding, what) in [
+                (descr.max_rep_level(), rep_level_encoding, "repetition"),
+                (descr.max_def_level(), def_level_encoding, "definition"),
+            ] {
+                if max_level <= 0 {
+                    continue;
+                }
+                let rest = buf.get(offset..)?;
+                offset += match level_encoding {
+                    // A 4-byte length, then the runs; the crate refuses a length past the end by itself.
+                    Encoding::RLE => {
+                        let length = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?);
+                        let end = 4usize.checked_add(usize::try_from(length as i32).ok()?)?;
+                        if end > rest.len() {
+                            return None;
+                        }
+                        end
+                    }
+                    #[allow(deprecated)]
+                    Encoding::BIT_PACKED => {
+                        let width = 64 - (max_level as u64).leading_zeros() as usize;
+                        let bytes = (*num_values as usize * width).div_ceil(8);
+                        if bytes > rest.len() {
+                            return Some(format!(
+                                "a data page whose bit-packed {what} levels need {bytes} bytes, {} left",
+                                rest.len()
+                            ));
+                        }
+                        bytes
+                    }
+                    // Any other level encoding the crate refuses by itself.
+                    _ => return None,
+                };
+            }
+            dictionary(encoding)
+                .then(|| indices(buf.get(offset..)?))
+                .flatten()
+        }
+    }
+}
+
+/// Refuses a file holding a page the parquet crate would panic on ([`unreadable_page`]): a panic in a library
+/// call, an abort in the release CLI. The pages of the columns read (those under `roots`) are walked once here,
+/// before the reader decodes any: their headers are parsed and their bytes decompressed, no value is decoded. A
+/// page the walk cannot read ends the walk of its column chunk: the reader meets the same page and reports it,
+/// after the rows before it, as before this check.
+fn check_pages(
     path: &Path,
     file: Arc<File>,
     metadata: &ParquetMetaData,
@@ -194,47 +300,21 @@ fn check_byte_array_pages(
     let rows = usize::try_from(metadata.file_metadata().num_rows()).unwrap_or(0);
     for (g, group) in metadata.row_groups().iter().enumerate() {
         for (leaf, column) in group.columns().iter().enumerate() {
-            if column.column_type() != PhysicalType::BYTE_ARRAY
-                || leaf >= schema.num_columns()
-                || !roots.contains(&schema.get_column_root_idx(leaf))
-            {
+            if leaf >= schema.num_columns() || !roots.contains(&schema.get_column_root_idx(leaf)) {
                 continue;
             }
+            let descr = schema.column(leaf);
             let Ok(pages) = SerializedPageReader::new(Arc::clone(&file), column, rows, None) else {
                 continue;
             };
             for (p, page) in pages.enumerate() {
                 let Ok(page) = page else { break };
-                let empty = match &page {
-                    Page::DictionaryPage {
-                        buf, num_values, ..
-                    } => (*num_values == 0 && !buf.is_empty())
-                        .then(|| "a dictionary page of 0 values".to_string()),
-                    Page::DataPageV2 {
-                        buf,
-                        num_values,
-                        num_nulls,
-                        encoding: Encoding::PLAIN,
-                        def_levels_byte_len,
-                        rep_levels_byte_len,
-                        ..
-                    } => {
-                        let levels =
-                            u64::from(*def_levels_byte_len) + u64::from(*rep_levels_byte_len);
-                        (num_nulls == num_values && buf.len() as u64 > levels).then(|| {
-                            format!(
-                                "a data page of {num_values} values, all of them null (num_nulls {num_nulls})"
-                            )
-                        })
-                    }
-                    _ => None,
-                };
-                if let Some(what) = empty {
+                if let Some(what) = unreadable_page(&page, &descr) {
                     return Err(file_error(
                         path,
                         std::io::ErrorKind::InvalidData,
                         format!(
-                            "not a readable Parquet file (row group {g}, column `{}`, page {p}: {what} holds value bytes)",
+                            "not a readable Parquet file (row group {g}, column `{}`, page {p}: {what})",
                             column.column_path().string()
                         ),
                     ));
@@ -330,7 +410,7 @@ impl ParquetRows {
         roots.sort_unstable();
         roots.dedup();
         let position = |root: usize| roots.iter().position(|&r| r == root).expect("projected");
-        check_byte_array_pages(path, scan, builder.metadata(), &roots)?;
+        check_pages(path, scan, builder.metadata(), &roots)?;
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
         let batches = builder
             .with_projection(mask)
