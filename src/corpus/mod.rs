@@ -7,6 +7,8 @@ pub mod pairs;
 mod parquet;
 pub mod reader;
 pub mod synth;
+#[cfg(feature = "parquet")]
+mod thrift_guard;
 
 pub use reader::{
     CorpusReader, DEFAULT_MAX_RECORD_BYTES, Document, InputFormat, OnError, ReadError, ReadStats,

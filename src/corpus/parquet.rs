@@ -10,6 +10,7 @@
 //! gets its 0-based row index as id, as a CSV record gets its record index.
 
 use super::reader::{Bad, Parsed, ReadError, ReaderOptions, decode};
+use super::thrift_guard;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     ArrowPrimitiveType, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type,
@@ -177,6 +178,86 @@ fn file_for_scan(path: &Path) -> Result<Arc<File>, ReadError> {
         })
 }
 
+/// `len` bytes of `file` from `offset` (fewer at the end of the file).
+fn read_at(mut file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    file.seek(SeekFrom::Start(offset))?;
+    let mut buf = Vec::with_capacity(len);
+    file.take(len as u64).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// Refuses a footer holding a container of booleans ([`thrift_guard`]), which the parquet crate would take
+/// minutes or hours to skip, before the crate parses it. A file too short for a footer, or without the `PAR1`
+/// magic, or whose footer length does not fit, is left to the crate, which reports it.
+fn check_footer(path: &Path, file: &File) -> Result<(), ReadError> {
+    let io = |cause| ReadError::Io {
+        file: path.to_path_buf(),
+        cause,
+    };
+    let len = file.metadata().map_err(io)?.len();
+    if len < 12 {
+        return Ok(());
+    }
+    let tail = read_at(file, len - 8, 8).map_err(io)?;
+    if tail.len() < 8 || &tail[4..] != b"PAR1" {
+        return Ok(());
+    }
+    let meta_len = u64::from(u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")));
+    if meta_len + 8 > len {
+        return Ok(());
+    }
+    let meta = read_at(file, len - 8 - meta_len, meta_len as usize).map_err(io)?;
+    match thrift_guard::Walker::new(&meta).struct_fields(0, |_, _| {}) {
+        Err(thrift_guard::Stop::Booleans(what)) => Err(file_error(
+            path,
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not a readable Parquet file (its footer holds {what}, which the parquet crate would loop over without reading input)"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The first page header of the column chunk at `start..start + length` holding a container of booleans
+/// ([`thrift_guard`]): its index and what it holds. Each header is walked from a short read (longer when it does
+/// not fit), its `compressed_page_size` (field 3) leads to the next; a header the walk cannot read ends the
+/// walk, and the crate's page reader reports it.
+fn hostile_page_header(
+    file: &File,
+    start: u64,
+    length: u64,
+) -> std::io::Result<Option<(usize, String)>> {
+    let end = start.saturating_add(length);
+    let mut pos = start;
+    let mut page = 0usize;
+    while pos < end {
+        let mut want = 256u64;
+        let (header, body) = loop {
+            let buf = read_at(file, pos, want.min(end - pos) as usize)?;
+            let mut walker = thrift_guard::Walker::new(&buf);
+            let mut body = None;
+            match walker.struct_fields(0, |id, v| {
+                if id == 3 {
+                    body = Some(v)
+                }
+            }) {
+                Ok(()) => break (walker.position() as u64, body),
+                Err(thrift_guard::Stop::Booleans(what)) => return Ok(Some((page, what))),
+                Err(thrift_guard::Stop::End) if (buf.len() as u64) < end - pos => want *= 4,
+                Err(_) => return Ok(None),
+            }
+        };
+        let Some(body) = body.and_then(|b| u64::try_from(b).ok()) else {
+            return Ok(None);
+        };
+        pos = pos.saturating_add(header).saturating_add(body);
+        page += 1;
+    }
+    Ok(None)
+}
+
 /// What makes `page` of a column `descr` one the parquet crate (59.3.2, and 60.1.0 the same) panics on while
 /// decoding it, instead of returning an error; `None` for a page it decodes or refuses by itself. Each case was
 /// found by fuzz/reader_parquet or by reading the crate's code beside a fuzzed one:
@@ -304,6 +385,22 @@ fn check_pages(
                 continue;
             }
             let descr = schema.column(leaf);
+            let (start, length) = column.byte_range();
+            if let Some((p, what)) =
+                hostile_page_header(&file, start, length).map_err(|cause| ReadError::Io {
+                    file: path.to_path_buf(),
+                    cause,
+                })?
+            {
+                return Err(file_error(
+                    path,
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "not a readable Parquet file (row group {g}, column `{}`, page {p}: its header holds {what}, which the parquet crate would loop over without reading input)",
+                        column.column_path().string()
+                    ),
+                ));
+            }
             let Ok(pages) = SerializedPageReader::new(Arc::clone(&file), column, rows, None) else {
                 continue;
             };
@@ -333,6 +430,7 @@ impl ParquetRows {
             file: path.to_path_buf(),
             cause,
         })?;
+        check_footer(path, &file)?;
         // The Arrow schema a writer may embed (the `ARROW:schema` footer metadata) is not used: arrow-ipc panics on
         // some malformed ones (an unknown float precision, found by fuzz/reader_parquet) instead of returning an
         // error, and the Parquet schema alone gives every column type this reader takes.
