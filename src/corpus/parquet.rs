@@ -220,10 +220,11 @@ fn check_footer(path: &Path, file: &File) -> Result<(), ReadError> {
     }
 }
 
-/// The first page header of the column chunk at `start..start + length` holding a container of booleans
-/// ([`thrift_guard`]): its index and what it holds. Each header is walked from a short read (longer when it does
-/// not fit), its `compressed_page_size` (field 3) leads to the next; a header the walk cannot read ends the
-/// walk, and the crate's page reader reports it.
+/// The first page header of the column chunk at `start..start + length` that the parquet crate could spend
+/// unbounded time on: one holding a container of booleans ([`thrift_guard`]), or one running past the end of the
+/// chunk. Its index and why. Each header is walked from a short read (longer when it does not fit), its
+/// `compressed_page_size` (field 3) leads to the next; a header the walk finds otherwise malformed ends the walk,
+/// and the crate's page reader reports it.
 fn hostile_page_header(
     file: &File,
     start: u64,
@@ -244,9 +245,25 @@ fn hostile_page_header(
                 }
             }) {
                 Ok(()) => break (walker.position() as u64, body),
-                Err(thrift_guard::Stop::Booleans(what)) => return Ok(Some((page, what))),
+                Err(thrift_guard::Stop::Booleans(what)) => {
+                    return Ok(Some((
+                        page,
+                        format!(
+                            "its header holds {what}, which the parquet crate would loop over without reading input"
+                        ),
+                    )));
+                }
                 Err(thrift_guard::Stop::End) if (buf.len() as u64) < end - pos => want *= 4,
-                Err(_) => return Ok(None),
+                // The crate reads a page header on past the chunk, and past the end of the file its skip of a
+                // fixed-size value (a double, a UUID) reads nothing and does not fail: a list of two billion
+                // doubles there is two billion reads. A valid header lies within its chunk.
+                Err(thrift_guard::Stop::End) => {
+                    return Ok(Some((
+                        page,
+                        "its header runs past the end of the column chunk".to_string(),
+                    )));
+                }
+                Err(thrift_guard::Stop::Malformed) => return Ok(None),
             }
         };
         let Some(body) = body.and_then(|b| u64::try_from(b).ok()) else {
@@ -396,7 +413,7 @@ fn check_pages(
                     path,
                     std::io::ErrorKind::InvalidData,
                     format!(
-                        "not a readable Parquet file (row group {g}, column `{}`, page {p}: its header holds {what}, which the parquet crate would loop over without reading input)",
+                        "not a readable Parquet file (row group {g}, column `{}`, page {p}: {what})",
                         column.column_path().string()
                     ),
                 ));
