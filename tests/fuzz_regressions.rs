@@ -45,6 +45,23 @@ fn read_parquet_input(name: &str) {
     }
 }
 
+/// Opens the Parquet fuzz input `name` (its two option bytes dropped) as `in.parquet` with the text column `text`
+/// and returns the error it must be refused with when the file is opened.
+fn refused_input(name: &str, text: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("in.parquet");
+    std::fs::write(&path, &input(name)[2..]).unwrap();
+    let options = ReaderOptions {
+        format: InputFormat::Parquet,
+        text_column: Some(text.into()),
+        ..Default::default()
+    };
+    match CorpusReader::open(&path, &options) {
+        Err(e) => e.to_string(),
+        Ok(reader) => panic!("{name} was not refused ({} records read)", reader.count()),
+    }
+}
+
 /// fuzz/reader_parquet: a column chunk whose footer gives a negative offset made the parquet crate's
 /// `byte_range` assertion panic. The reader now refuses such a footer as a damaged file.
 #[test]
@@ -99,19 +116,7 @@ fn gzip_utf16_mark_split_across_members_is_refused() {
 #[test]
 fn parquet_byte_array_page_with_bytes_but_no_values_is_refused() {
     read_parquet_input("reader_parquet_byte_array_divide_by_zero");
-    let data = input("reader_parquet_byte_array_divide_by_zero");
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("in.parquet");
-    std::fs::write(&path, &data[2..]).unwrap();
-    let options = ReaderOptions {
-        format: InputFormat::Parquet,
-        text_column: Some("id".into()),
-        ..Default::default()
-    };
-    let err = match CorpusReader::open(&path, &options) {
-        Err(e) => e.to_string(),
-        Ok(_) => panic!("the damaged page was not refused when the file was opened"),
-    };
+    let err = refused_input("reader_parquet_byte_array_divide_by_zero", "id");
     assert!(
         err.contains("in.parquet") && err.contains("row group ") && err.contains("column `id`"),
         "{err}"
@@ -251,19 +256,7 @@ fn dictionary_file(
 #[test]
 fn parquet_dictionary_page_with_indices_over_32_bits_is_refused() {
     read_parquet_input("reader_parquet_rle_bit_width_over_32");
-    let data = input("reader_parquet_rle_bit_width_over_32");
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("in.parquet");
-    std::fs::write(&path, &data[2..]).unwrap();
-    let options = ReaderOptions {
-        format: InputFormat::Parquet,
-        text_column: Some("id".into()),
-        ..Default::default()
-    };
-    let err = match CorpusReader::open(&path, &options) {
-        Err(e) => e.to_string(),
-        Ok(_) => panic!("the page with 37-bit indices was not refused when the file was opened"),
-    };
+    let err = refused_input("reader_parquet_rle_bit_width_over_32", "id");
     assert!(
         err.contains("in.parquet") && err.contains("column `id`") && err.contains("37 bits wide"),
         "{err}"
@@ -387,7 +380,6 @@ fn parquet_footers_and_page_headers_the_crate_would_loop_on_are_refused() {
     read_parquet_input("reader_parquet_footer_map_of_booleans");
     read_parquet_input("reader_parquet_page_header_set_of_booleans");
     read_parquet_input("reader_parquet_page_header_past_its_chunk");
-    let dir = tempfile::tempdir().unwrap();
     for (name, text, what) in [
         (
             "reader_parquet_footer_map_of_booleans",
@@ -405,17 +397,7 @@ fn parquet_footers_and_page_headers_the_crate_would_loop_on_are_refused() {
             "row group 0, column `id`, page 0: its header runs past the end of the column chunk",
         ),
     ] {
-        let path = dir.path().join("in.parquet");
-        std::fs::write(&path, &input(name)[2..]).unwrap();
-        let options = ReaderOptions {
-            format: InputFormat::Parquet,
-            text_column: Some(text.into()),
-            ..Default::default()
-        };
-        let err = match CorpusReader::open(&path, &options) {
-            Err(e) => e.to_string(),
-            Ok(reader) => panic!("{name} was not refused ({} records read)", reader.count()),
-        };
+        let err = refused_input(name, text);
         assert!(
             err.contains("in.parquet") && err.contains(what),
             "{name}: {err}"

@@ -402,6 +402,16 @@ fn check_pages(
                 continue;
             }
             let descr = schema.column(leaf);
+            let refuse = |p: usize, what: &str| {
+                file_error(
+                    path,
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "not a readable Parquet file (row group {g}, column `{}`, page {p}: {what})",
+                        column.column_path().string()
+                    ),
+                )
+            };
             let (start, length) = column.byte_range();
             if let Some((p, what)) =
                 hostile_page_header(&file, start, length).map_err(|cause| ReadError::Io {
@@ -409,14 +419,7 @@ fn check_pages(
                     cause,
                 })?
             {
-                return Err(file_error(
-                    path,
-                    std::io::ErrorKind::InvalidData,
-                    format!(
-                        "not a readable Parquet file (row group {g}, column `{}`, page {p}: {what})",
-                        column.column_path().string()
-                    ),
-                ));
+                return Err(refuse(p, &what));
             }
             let Ok(pages) = SerializedPageReader::new(Arc::clone(&file), column, rows, None) else {
                 continue;
@@ -424,14 +427,7 @@ fn check_pages(
             for (p, page) in pages.enumerate() {
                 let Ok(page) = page else { break };
                 if let Some(what) = unreadable_page(&page, &descr) {
-                    return Err(file_error(
-                        path,
-                        std::io::ErrorKind::InvalidData,
-                        format!(
-                            "not a readable Parquet file (row group {g}, column `{}`, page {p}: {what})",
-                            column.column_path().string()
-                        ),
-                    ));
+                    return Err(refuse(p, &what));
                 }
             }
         }
