@@ -178,6 +178,9 @@ fn file_for_scan(path: &Path) -> Result<Arc<File>, ReadError> {
         })
 }
 
+/// Why a container of booleans is refused, in the messages.
+const LOOPS: &str = "which the parquet crate would loop over without reading input";
+
 /// `len` bytes of `file` from `offset` (fewer at the end of the file).
 fn read_at(mut file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
@@ -212,9 +215,7 @@ fn check_footer(path: &Path, file: &File) -> Result<(), ReadError> {
         Err(thrift_guard::Stop::Booleans(what)) => Err(file_error(
             path,
             std::io::ErrorKind::InvalidData,
-            format!(
-                "not a readable Parquet file (its footer holds {what}, which the parquet crate would loop over without reading input)"
-            ),
+            format!("not a readable Parquet file (its footer holds {what}, {LOOPS})"),
         )),
         _ => Ok(()),
     }
@@ -236,7 +237,8 @@ fn hostile_page_header(
     while pos < end {
         let mut want = 256u64;
         let (header, body) = loop {
-            let buf = read_at(file, pos, want.min(end - pos) as usize)?;
+            let asked = want.min(end - pos);
+            let buf = read_at(file, pos, asked as usize)?;
             let mut walker = thrift_guard::Walker::new(&buf);
             let mut body = None;
             match walker.struct_fields(0, |id, v| {
@@ -246,17 +248,15 @@ fn hostile_page_header(
             }) {
                 Ok(()) => break (walker.position() as u64, body),
                 Err(thrift_guard::Stop::Booleans(what)) => {
-                    return Ok(Some((
-                        page,
-                        format!(
-                            "its header holds {what}, which the parquet crate would loop over without reading input"
-                        ),
-                    )));
+                    return Ok(Some((page, format!("its header holds {what}, {LOOPS}"))));
                 }
-                Err(thrift_guard::Stop::End) if (buf.len() as u64) < end - pos => want *= 4,
+                // Short of the chunk's end, and the file gave all that was asked: read more.
+                Err(thrift_guard::Stop::End) if asked < end - pos && buf.len() as u64 == asked => {
+                    want = want.saturating_mul(4)
+                }
                 // The crate reads a page header on past the chunk, and past the end of the file its skip of a
                 // fixed-size value (a double, a UUID) reads nothing and does not fail: a list of two billion
-                // doubles there is two billion reads. A valid header lies within its chunk.
+                // doubles there is two billion reads. A valid header lies within its chunk (and the file).
                 Err(thrift_guard::Stop::End) => {
                     return Ok(Some((
                         page,
@@ -623,5 +623,33 @@ impl ParquetRows {
             .as_ref()
             .map(|c| Cells::new(batch.column(c.position)));
         (text, id, batch.num_rows())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A column chunk that claims more bytes than the file holds, ending inside a page header: the walk reads
+    /// what there is, refuses the header, and stops (it once asked for ever more bytes of a file that had no
+    /// more).
+    #[test]
+    fn a_page_header_cut_by_the_end_of_the_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.parquet");
+        // "PAR1", then a page header cut short: field 1 (i32) = 0, field 2 (i32), no value.
+        std::fs::write(&path, b"PAR1\x15\x00\x15").unwrap();
+        let file = File::open(&path).unwrap();
+        for length in [3, 4, 300, 1 << 20, u64::MAX - 4] {
+            let got = hostile_page_header(&file, 4, length).unwrap();
+            assert_eq!(
+                got,
+                Some((
+                    0,
+                    "its header runs past the end of the column chunk".to_string()
+                )),
+                "length {length}"
+            );
+        }
     }
 }
