@@ -2,8 +2,10 @@
 # Runs the fuzz targets (fuzz/targets.txt) with cargo-fuzz on the nightly toolchain, from any directory:
 #   bash fuzz/run.sh SECONDS [JOBS] [TARGET...]
 # Each target runs for SECONDS (libFuzzer's -max_total_time) from its committed seeds (fuzz/seeds/TARGET) plus a
-# scratch corpus under ${FUZZ_WORK:-/tmp/lshbench-fuzz}, JOBS targets at a time (default 1). A crash fails the
-# script and leaves the input in fuzz/artifacts/TARGET/. Extra libFuzzer flags go in FUZZ_FLAGS (e.g.
+# scratch corpus under ${FUZZ_WORK:-/tmp/lshbench-fuzz}, JOBS targets at a time (default 1). Each run's logs go
+# to a directory of their own under it (printed at the start), so runs side by side do not clobber each other's
+# logs. A crash, or a log without libFuzzer's execution count, fails the script; a crash leaves the input in
+# fuzz/artifacts/TARGET/. Extra libFuzzer flags go in FUZZ_FLAGS (e.g.
 # FUZZ_FLAGS=-runs=10000000). FUZZ_SANITIZER=none builds without AddressSanitizer (cargo-fuzz's default), into
 # fuzz/target-nosan so the two builds do not evict each other: several times the executions per second for the
 # safe-Rust parsers. Without the nightly toolchain or cargo-fuzz it says so and exits 0 (a skip).
@@ -22,6 +24,8 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
 fi
 work=${FUZZ_WORK:-/tmp/lshbench-fuzz}
 mkdir -p "$work"
+logs=$(mktemp -d "$work/logs.XXXXXX")
+echo "fuzz: logs in $logs"
 sanitizer=()
 if [ "${FUZZ_SANITIZER:-address}" = none ]; then
     sanitizer=(--sanitizer none --target-dir fuzz/target-nosan)
@@ -44,11 +48,18 @@ run_one() {
     # -print_final_stats: the execution count and rate end the log; the log keeps libFuzzer's own lines.
     if cargo +nightly fuzz run "${sanitizer[@]}" "$t" "$work/corpus/$t" "fuzz/seeds/$t" -- \
         -max_total_time="$seconds" -max_len="${max_len[$t]:?unknown target $t}" -print_final_stats=1 \
-        "${dict[@]}" ${FUZZ_FLAGS:-} >"$work/$t.log" 2>&1; then
-        echo "fuzz: $t: ok: $(grep -E '^stat::number_of_executed_units' "$work/$t.log" | awk '{print $2}') executions in ${seconds}s"
+        "${dict[@]}" ${FUZZ_FLAGS:-} >"$logs/$t.log" 2>&1; then
+        local count
+        count=$(grep -E '^stat::number_of_executed_units' "$logs/$t.log" | awk '{print $2}' || true)
+        if [ -z "$count" ]; then
+            echo "fuzz: $t: FAILED: the run ended without libFuzzer's execution count (log: $logs/$t.log)" >&2
+            tail -20 "$logs/$t.log" >&2
+            return 1
+        fi
+        echo "fuzz: $t: ok: $count executions in at most ${seconds}s"
     else
-        echo "fuzz: $t: FAILED (log: $work/$t.log)" >&2
-        tail -40 "$work/$t.log" >&2
+        echo "fuzz: $t: FAILED (log: $logs/$t.log)" >&2
+        tail -40 "$logs/$t.log" >&2
         return 1
     fi
 }
