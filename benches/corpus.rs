@@ -2,6 +2,9 @@
 //!
 //! - `read/<format>`: every SpamAssassin body read through `CorpusReader` from `jsonl.gz` (the shipped file),
 //!   plain `jsonl`, and `csv` (the last two written to a temporary directory first), one thread.
+//! - `set/sorted`: every SpamAssassin body's `char:5` shingle set as sorted window ids (`Shingler::set`, what
+//!   `dedup` verified on before); `set/mixed`: the same sets as `Shingler::mixed_set` forms them (what it
+//!   verifies on now). One thread, bytes of text.
 //! - `gen/jsonl/1t`: `lshbench gen`'s writer with the default settings (1.5 KB documents, 10% planted copies),
 //!   20,000 documents into memory on a 1-thread pool, uncompressed; `gen/jsonl.gz/1t` the same gzip-compressed.
 //!
@@ -11,6 +14,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lshbench::corpus::synth::{GenConfig, write_corpus};
 use lshbench::corpus::{CorpusReader, ReaderOptions};
+use lshbench::shingle::{Normalization, ShingleKind, Shingler};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -69,6 +73,32 @@ fn readers(c: &mut Criterion) {
     group.finish();
 }
 
+fn sets(c: &mut Criterion) {
+    let mut reader = CorpusReader::open(&shipped(), &ReaderOptions::default()).unwrap();
+    let texts: Vec<String> = reader.by_ref().map(|d| d.unwrap().text).collect();
+    let shingler = Shingler::new(ShingleKind::Char(5), Normalization::default(), 42);
+    // Both forms are the same sets: equal sizes document by document.
+    for t in &texts {
+        assert_eq!(shingler.set(t).len(), shingler.mixed_set(t).len());
+    }
+    let mut group = c.benchmark_group("set");
+    group.throughput(Throughput::Bytes(TEXT_BYTES));
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function("sorted", |b| {
+        b.iter(|| texts.iter().map(|t| shingler.set(t).len()).sum::<usize>())
+    });
+    group.bench_function("mixed", |b| {
+        b.iter(|| {
+            texts
+                .iter()
+                .map(|t| shingler.mixed_set(t).len())
+                .sum::<usize>()
+        })
+    });
+    group.finish();
+}
+
 fn generator(c: &mut Criterion) {
     let config = GenConfig {
         docs: 20_000,
@@ -104,6 +134,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = readers, generator
+    targets = readers, sets, generator
 }
 criterion_main!(benches);

@@ -615,7 +615,7 @@ pub fn dedup_signed(
             .map(|&i| {
                 (
                     i,
-                    exact::shingle_set(shingler, &corpus.texts[i as usize - corpus.loaded]),
+                    exact::verification_set(shingler, &corpus.texts[i as usize - corpus.loaded]),
                 )
             })
             .collect();

@@ -128,6 +128,19 @@ pub fn shingle_set(shingler: &Shingler, text: &str) -> Vec<u64> {
     ids
 }
 
+/// The shingle set `dedup`'s verification compares ([`Shingler::mixed_set`]): the same Jaccard between two of
+/// them as between two [`shingle_set`]s, built in fewer passes. Compare such sets only with each other, and do
+/// not sign them (their ids are not window ids).
+pub fn verification_set(shingler: &Shingler, text: &str) -> Vec<u64> {
+    thread_local! {
+        static IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    IDS.with_borrow_mut(|ids| {
+        shingler.hashes(text, ids);
+        crate::shingle::mixed_set_of(ids)
+    })
+}
+
 /// A pair found by the join: positions `a < b` in the input, and J.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SimilarPair {

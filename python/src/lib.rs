@@ -426,8 +426,8 @@ fn jaccard(
     )?;
     let shingler = Shingler::new(spec.shingle, spec.normalization, seed);
     Ok(exact::jaccard(
-        &exact::shingle_set(&shingler, text_a),
-        &exact::shingle_set(&shingler, text_b),
+        &exact::verification_set(&shingler, text_a),
+        &exact::verification_set(&shingler, text_b),
     ))
 }
 
@@ -466,8 +466,8 @@ fn jaccard_pairs<'py>(
                 .par_iter()
                 .map(|&(a, b)| {
                     exact::jaccard(
-                        &exact::shingle_set(&shingler, views[a]),
-                        &exact::shingle_set(&shingler, views[b]),
+                        &exact::verification_set(&shingler, views[a]),
+                        &exact::verification_set(&shingler, views[b]),
                     )
                 })
                 .collect::<Vec<f64>>()

@@ -217,6 +217,21 @@ fn string(s: &str, start: usize, keep: bool, dispatch: Dispatch) -> Option<(Stri
                 return Some((text, pos + 1));
             }
             _ => {
+                // The escapes mail texts are full of stand for one ASCII byte: written straight out.
+                let simple = match b.get(pos + 1) {
+                    Some(b'n') => b'\n',
+                    Some(b'"') => b'"',
+                    Some(b'\\') => b'\\',
+                    Some(b'/') => b'/',
+                    Some(b't') => b'\t',
+                    Some(b'r') => b'\r',
+                    _ => 0,
+                };
+                if simple != 0 {
+                    out.push(simple);
+                    pos += 2;
+                    continue;
+                }
                 let (c, len) = escape(&b[pos..])?;
                 let mut utf8 = [0u8; 4];
                 out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());

@@ -868,7 +868,7 @@ fn second_pass(
             kernel.sign_text(shingler, &doc.text, scratch, &mut sig);
         });
         let set = if verify == Verify::Exact {
-            exact::shingle_set(shingler, &doc.text)
+            exact::verification_set(shingler, &doc.text)
         } else {
             Vec::new()
         };

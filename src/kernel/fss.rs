@@ -129,6 +129,25 @@ fn round_values_plain(
     }
 }
 
+/// [`bins::min_update`] that also returns how many bins it filled: how many held [`EMPTY`] before.
+///
+/// # Safety
+/// Every packed bin must be `< out.len()`.
+#[inline(always)]
+unsafe fn fill_min_update(packed: &[u64], out: &mut [u32]) -> usize {
+    let mut filled = 0;
+    for &bv in packed {
+        let bin = (bv >> 32) as usize;
+        debug_assert!(bin < out.len());
+        // SAFETY: bin < out.len() by the caller's contract.
+        let slot = unsafe { out.get_unchecked_mut(bin) };
+        // Branch-free; values are < EMPTY, so a slot is counted once, when it is first filled.
+        filled += (*slot == EMPTY) as usize;
+        *slot = (*slot).min(bv as u32);
+    }
+    filled
+}
+
 /// Fast Similarity Sketching.
 pub struct Fss {
     num_perm: usize,
@@ -143,6 +162,8 @@ pub struct Fss {
     /// Round 0 is one-permutation hashing with `round_seeds[0]` as its mixing seed: this `Oph` (made with the
     /// same seed, so its mixing seed is that same first xoshiro draw) streams it from text (see `sign_text`).
     round0: Oph,
+    /// `floor(k ln k)`: texts of fewer bytes go straight to the ids (see `sign_text`).
+    short_text: usize,
 }
 
 impl Fss {
@@ -162,6 +183,7 @@ impl Fss {
             round_shift: 32 - frac_shift,
             dispatch: Dispatch::detect(),
             round0: Oph::new(num_perm, seed, Densify::Optimal),
+            short_text: (num_perm as f64 * (num_perm as f64).ln()) as usize,
         }
     }
 
@@ -219,23 +241,36 @@ impl Fss {
         let k = self.num_perm;
         assert_eq!(out.len(), k, "output length must be num_perm");
         let mut packed = [0u64; CHUNK];
+        #[cfg(target_arch = "x86_64")]
+        let mut cand = [0u64; CHUNK];
         let mut filled = out.iter().filter(|&&v| v != EMPTY).count();
         let mut rounds = 1;
         // Rounds 1..k: random bins, counting the bins each round fills so the stop test is O(1).
         while filled < k && rounds < k {
             let round = rounds;
+            // On AVX-512, only the values whose bin was empty when the round began go on to the update: any
+            // other bin holds a value of an earlier round, which every value of this round exceeds, so the min
+            // would leave it as it is. After round 0 few bins are empty (about k e^(-n/k) of them for n ids),
+            // so most values are dropped 8 at a time instead of each taking a scattered update.
+            #[cfg(target_arch = "x86_64")]
+            if let (Some(token), true) = (self.dispatch.avx512(), k <= bins::MASK_BINS) {
+                let empty = bins::empty_mask(out, EMPTY);
+                for chunk in ids.chunks(CHUNK) {
+                    let packed = &mut packed[..chunk.len()];
+                    self.mix(chunk, round, packed);
+                    // SAFETY: bins are < k <= MASK_BINS (as in round 0, and tested just above).
+                    let n = unsafe { bins::select_bins(token, packed, &empty, &mut cand) };
+                    // SAFETY: as in round 0.
+                    filled += unsafe { fill_min_update(&cand[..n], out) };
+                }
+                rounds += 1;
+                continue;
+            }
             for chunk in ids.chunks(CHUNK) {
                 let packed = &mut packed[..chunk.len()];
                 self.mix(chunk, round, packed);
-                for &bv in packed.iter() {
-                    let bin = (bv >> 32) as usize;
-                    debug_assert!(bin < k);
-                    // SAFETY: as in round 0.
-                    let slot = unsafe { out.get_unchecked_mut(bin) };
-                    // Branch-free; values are < EMPTY, so a slot is counted once, when it is first filled.
-                    filled += (*slot == EMPTY) as usize;
-                    *slot = (*slot).min(bv as u32);
-                }
+                // SAFETY: as in round 0.
+                filled += unsafe { fill_min_update(packed, out) };
             }
             rounds += 1;
         }
@@ -301,6 +336,12 @@ impl Kernel for Fss {
     /// shifted minimum is the minimum of the shifted values (and the cap vanishes: `(EMPTY - 1) >> B =
     /// EMPTY >> B` for B >= 1). When round 0 fills every bin that is the whole sketch (module docs); else the
     /// text goes through the ids and every round, as `sign` does.
+    ///
+    /// A text of fewer than k ln k bytes skips the streaming and goes to the ids at once: its windows (at most
+    /// one per byte, for every window source here) are too few for round 0 to fill every bin, except with
+    /// probability about 1/e at most (n ids leave a given bin empty with probability (1 - 1/k)^n, about
+    /// e^(-n/k), so all k bins fill with probability about exp(-k e^(-n/k)), which is 1/e at n = k ln k), so
+    /// streaming it first would mostly be a second pass over the text. Both ways give the same signature; this is speed only.
     fn sign_text(
         &self,
         windows: &dyn WindowSource,
@@ -308,6 +349,9 @@ impl Kernel for Fss {
         ids: &mut Vec<u64>,
         out: &mut [u32],
     ) -> bool {
+        if text.len() < self.short_text {
+            return super::sign_via_ids(self, windows, text, ids, out);
+        }
         if let Some(true) = self.round0.sign_raw_text(windows, text, out) {
             let mut filled = true;
             for v in out.iter_mut() {
