@@ -439,3 +439,67 @@ fn parquet_footer_with_an_unknown_map_of_booleans_is_refused() {
         "{err}"
     );
 }
+
+/// fuzz/reader_parquet (CI's 30-second run): a 1-KB file whose column read made arrow-buffer's bit-chunk
+/// iterator panic (`bit_chunk_iterator.rs:224`).
+#[test]
+fn parquet_arrow_bit_chunks_is_an_error_or_documents() {
+    read_parquet_input("reader_parquet_arrow_bit_chunks");
+    let err = refused_input("reader_parquet_arrow_bit_chunks", "id");
+    assert!(
+        err.contains("in.parquet")
+            && err.contains("column `id`")
+            && err.contains("bit-packed run of 4 levels at byte 1 runs past their end at byte 1"),
+        "{err}"
+    );
+}
+
+/// The same run, made from valid files: in a flat optional column the crate copies RLE definition levels of
+/// width 1 straight into a null mask, and a bit-packed run that reaches past the levels' bytes made that copy
+/// panic. Sixteen rows, the third null: the writer encodes the levels in four bytes, a bit-packed run of one group
+/// (header 0x03, then 1,1,0,1,1,1,1,1 least significant bit first) and a repeated run of eight 1s (0x10, 0x01).
+/// Raising the page's count of values to 32 and the first run to four groups (0x09) makes that run 32 levels
+/// long, of which the three bytes after its header hold 24: the file must be refused (v1 and v2 pages), and the
+/// valid one reads as before.
+#[test]
+fn parquet_null_mask_levels_past_their_bytes_are_refused_in_v1_and_v2_pages() {
+    use parquet::file::properties::WriterVersion;
+    let mut texts = vec![Some("a"); 16];
+    texts[2] = None;
+    let dir = tempfile::tempdir().unwrap();
+    for version in [WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0] {
+        let (good, docs) = dictionary_file(&texts, version);
+        assert_eq!(docs.len(), 15, "{version:?}");
+        let find = |pattern: &[u8]| -> usize {
+            let at: Vec<usize> = good
+                .windows(pattern.len())
+                .enumerate()
+                .filter(|(_, w)| *w == pattern)
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(at.len(), 1, "{version:?}: {pattern:02x?} once: {at:?}");
+            at[0]
+        };
+        let run = find(&[0x03, 0b1111_1011, 0x10, 0x01]);
+        // The data page header's num_values (field 1, i32 16, zigzag 0x20), then (v1) the encoding
+        // RLE_DICTIONARY (8, 0x10) and the two level encodings RLE (3, 0x06), or (v2) num_nulls 1, num_rows 16
+        // and the encoding.
+        let count = if version == WriterVersion::PARQUET_1_0 {
+            find(&[0x15, 0x20, 0x15, 0x10, 0x15, 0x06, 0x15, 0x06])
+        } else {
+            find(&[0x15, 0x20, 0x15, 0x02, 0x15, 0x20, 0x15, 0x10])
+        };
+        let mut bad = good.clone();
+        bad[count + 1] = 0x40;
+        bad[run] = 0x09;
+        let err = refused(dir.path(), "bad.parquet", &bad);
+        assert!(
+            err.contains("bad.parquet")
+                && err.contains("row group 0, column `text`")
+                && err.contains(
+                    "bit-packed run of 32 levels at byte 1 runs past their end at byte 4"
+                ),
+            "{version:?}: {err}"
+        );
+    }
+}

@@ -286,8 +286,15 @@ fn hostile_page_header(
 ///   `byte_array_dictionary.rs`: an index out of bounds on an empty section) and later assert the width fits an
 ///   `i32` (`util/bit_util.rs`, `BitReader::get_batch`). Its non-Arrow dictionary decoder checks both;
 /// - a v1 data page whose levels are `BIT_PACKED` and would run past the page's end: the crate slices that many
-///   bytes from the page unchecked (`column/reader.rs`, `parse_v1_level`), any column type.
+///   bytes from the page unchecked (`column/reader.rs`, `parse_v1_level`), any column type;
+/// - in a flat optional column (definition levels 0 and 1, no repetition), RLE definition levels whose bit-packed
+///   run reaches past the levels' bytes within the page's count of values: the crate reads such levels straight
+///   into a null mask (`arrow/record_reader/definition_levels.rs`, `PackedDecoder`), whose bit copy asserts the
+///   range is in its buffer (arrow-buffer's `bit_chunk_iterator.rs`).
 fn unreadable_page(page: &Page, descr: &ColumnDescriptor) -> Option<String> {
+    // The crate's null-mask path (`packed_null_mask`).
+    let null_mask =
+        descr.max_def_level() == 1 && descr.max_rep_level() == 0 && descr.self_type().is_optional();
     let byte_array = descr.physical_type() == PhysicalType::BYTE_ARRAY;
     let dictionary = |encoding: &Encoding| {
         byte_array
@@ -320,6 +327,13 @@ fn unreadable_page(page: &Page, descr: &ColumnDescriptor) -> Option<String> {
         } => {
             // The page reader has checked that the levels fit in the page.
             let levels = *def_levels_byte_len as usize + *rep_levels_byte_len as usize;
+            if null_mask {
+                let definition = buf.get(*rep_levels_byte_len as usize..levels)?;
+                let overrun = mask_levels_overrun(definition, *num_values as usize);
+                if overrun.is_some() {
+                    return overrun;
+                }
+            }
             let values = buf.get(levels..)?;
             if byte_array
                 && *encoding == Encoding::PLAIN
@@ -358,6 +372,12 @@ fn unreadable_page(page: &Page, descr: &ColumnDescriptor) -> Option<String> {
                         if end > rest.len() {
                             return None;
                         }
+                        if null_mask && what == "definition" {
+                            let overrun = mask_levels_overrun(&rest[4..end], *num_values as usize);
+                            if overrun.is_some() {
+                                return overrun;
+                            }
+                        }
                         end
                     }
                     #[allow(deprecated)]
@@ -381,6 +401,52 @@ fn unreadable_page(page: &Page, descr: &ColumnDescriptor) -> Option<String> {
                 .flatten()
         }
     }
+}
+
+/// Walks RLE/bit-packed definition levels of width 1 as the crate's null-mask decoder does, for the first
+/// `count` levels, and says where a bit-packed run would be copied from past the end of `levels`. What the decoder
+/// refuses by itself (a header or run value cut by the end, an over-long header) ends the walk with `None`.
+fn mask_levels_overrun(levels: &[u8], count: usize) -> Option<String> {
+    let mut pos = 0usize;
+    let mut left = count;
+    while left > 0 && pos < levels.len() {
+        // The run header: a varint of at most 10 bytes, read into an i64 as the decoder reads it.
+        let mut header = 0i64;
+        let mut len = 0;
+        loop {
+            let byte = *levels.get(pos + len)?;
+            header |= i64::from(byte & 0x7F) << (len * 7);
+            len += 1;
+            if byte & 0x80 == 0 {
+                break;
+            }
+            if len == 10 {
+                return None;
+            }
+        }
+        pos += len;
+        let run = (header >> 1) as usize;
+        if header & 1 == 1 {
+            // `run` groups of eight 1-bit levels, copied bit by bit from `pos`.
+            let bits = run.wrapping_mul(8);
+            let taken = bits.min(left);
+            if taken > (levels.len() - pos) * 8 {
+                return Some(format!(
+                    "definition levels whose bit-packed run of {taken} levels at byte {pos} runs past \
+                     their end at byte {}",
+                    levels.len()
+                ));
+            }
+            left -= taken;
+            pos = pos.saturating_add(bits / 8);
+        } else {
+            // A repeated level: one value byte.
+            levels.get(pos)?;
+            pos += 1;
+            left = left.saturating_sub(run);
+        }
+    }
+    None
 }
 
 /// Refuses a file holding a page the parquet crate would panic on ([`unreadable_page`]): a panic in a library
@@ -629,6 +695,33 @@ impl ParquetRows {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The null-mask level walk: runs that fit pass, a bit-packed run is charged only the levels the page needs,
+    /// and what the crate refuses by itself (a cut header or run value, an over-long header) is left to it.
+    #[test]
+    fn mask_levels_overrun_follows_the_decoder() {
+        let overrun = |levels: &[u8], count| mask_levels_overrun(levels, count).is_some();
+        // One group of eight, its byte present.
+        assert!(!overrun(&[0x03, 0xFF], 8));
+        assert!(overrun(&[0x03], 8));
+        assert!(overrun(&[0x03], 1));
+        assert!(!overrun(&[0x03], 0));
+        // Two groups declared, one byte left: fine while the page needs at most eight levels.
+        assert!(!overrun(&[0x05, 0xFF], 8));
+        assert!(overrun(&[0x05, 0xFF], 9));
+        // A repeated run of eight, then a bit-packed run with no byte behind it.
+        assert!(!overrun(&[0x10, 0x01, 0x03], 8));
+        assert!(overrun(&[0x10, 0x01, 0x03], 9));
+        // A repeated run without its value byte, a header of ten continuation bytes: the crate's own errors.
+        assert!(!overrun(&[0x10], 9));
+        assert!(!overrun(&[0xFF; 10], 9));
+        // A header whose groups overflow when counted in bits (the decoder wraps; so does the walk).
+        let mut huge = vec![0xFF; 9];
+        huge.push(0x01);
+        assert!(overrun(&huge, 5));
+        // The data ends exactly at a run's end: the decoder stops there, short of the count.
+        assert!(!overrun(&[0x03, 0xFF], 100));
+    }
 
     /// A column chunk that claims more bytes than the file holds, ending inside a page header: the walk reads
     /// what there is, refuses the header, and stops (it once asked for ever more bytes of a file that had no
