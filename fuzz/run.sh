@@ -6,9 +6,14 @@
 # to a directory of their own under it (printed at the start), so runs side by side do not clobber each other's
 # logs. A crash, or a log without libFuzzer's execution count, fails the script; a crash leaves the input in
 # fuzz/artifacts/TARGET/. Extra libFuzzer flags go in FUZZ_FLAGS (e.g.
-# FUZZ_FLAGS=-runs=10000000). FUZZ_SANITIZER=none builds without AddressSanitizer (cargo-fuzz's default), into
-# fuzz/target-nosan so the two builds do not evict each other: several times the executions per second for the
-# safe-Rust parsers. Without the nightly toolchain or cargo-fuzz it says so and exits 0 (a skip).
+# FUZZ_FLAGS=-runs=10000000). Memory: a run fails as out-of-memory past FUZZ_RSS_MB of resident memory
+# (default 512 without a sanitizer, where libFuzzer cannot see single allocations; 2048 under ASan, whose
+# shadow and quarantine take hundreds of MB) or, under ASan, at one allocation over FUZZ_MALLOC_MB (default
+# 512). No input of these sizes needs that much: a size read from a file and trusted does (session 9 found a
+# 1.4-KB Parquet file taking 1.4 GB only from the log's rss column). FUZZ_SANITIZER=none builds without
+# AddressSanitizer (cargo-fuzz's default), into fuzz/target-nosan so the two builds do not evict each other:
+# several times the executions per second for the safe-Rust parsers. Without the nightly toolchain or cargo-fuzz
+# it says so and exits 0 (a skip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:?usage: bash fuzz/run.sh SECONDS [JOBS] [TARGET...]}
@@ -27,8 +32,10 @@ mkdir -p "$work"
 logs=$(mktemp -d "$work/logs.XXXXXX")
 echo "fuzz: logs in $logs"
 sanitizer=()
+memory=(-rss_limit_mb="${FUZZ_RSS_MB:-2048}" -malloc_limit_mb="${FUZZ_MALLOC_MB:-512}")
 if [ "${FUZZ_SANITIZER:-address}" = none ]; then
     sanitizer=(--sanitizer none --target-dir fuzz/target-nosan)
+    memory=(-rss_limit_mb="${FUZZ_RSS_MB:-512}")
 fi
 cargo +nightly fuzz build "${sanitizer[@]}"
 declare -A max_len
@@ -48,6 +55,7 @@ run_one() {
     # -print_final_stats: the execution count and rate end the log; the log keeps libFuzzer's own lines.
     if cargo +nightly fuzz run "${sanitizer[@]}" "$t" "$work/corpus/$t" "fuzz/seeds/$t" -- \
         -max_total_time="$seconds" -max_len="${max_len[$t]:?unknown target $t}" -print_final_stats=1 \
+        "${memory[@]}" \
         "${dict[@]}" ${FUZZ_FLAGS:-} >"$logs/$t.log" 2>&1; then
         local count
         count=$(grep -E '^stat::number_of_executed_units' "$logs/$t.log" | awk '{print $2}' || true)

@@ -507,17 +507,130 @@ fn parquet_null_mask_levels_past_their_bytes_are_refused_in_v1_and_v2_pages() {
 /// fuzz/reader_parquet, slow units of session 7's hour (677 s and 246 s for one file of about 1 KB): page
 /// headers the chunk walk took as well formed within their chunks, which the crate read on past the end of the
 /// file, where its skip of a fixed-size or binary Thrift value reads nothing and does not fail. The page walk now
-/// hands the crate a reader for which the end of the file is an error, and refuses the file.
+/// hands the crate a reader for which the end of the file is an error, and refuses the file. (Since session 9
+/// the chunk walk reads varints as the crate does, any length and 32-bit sizes truncated, and it refuses
+/// the first header itself, as running past its chunk; the second still reaches the crate's page reader.)
 #[test]
 fn parquet_page_headers_read_past_the_end_of_the_file_are_refused() {
-    for name in [
-        "reader_parquet_page_header_skip_past_eof",
-        "reader_parquet_page_header_skip_past_eof_2",
+    for (name, why) in [
+        (
+            "reader_parquet_page_header_skip_past_eof",
+            "its header runs past the end of the column chunk",
+        ),
+        (
+            "reader_parquet_page_header_skip_past_eof_2",
+            "its header runs past the end of the file",
+        ),
     ] {
         read_parquet_input(name);
         let err = refused_input(name, "id");
         assert!(
-            err.contains("in.parquet") && err.contains("runs past the end of the file"),
+            err.contains("in.parquet") && err.contains(why),
+            "{name}: {err}"
+        );
+    }
+}
+
+/// fuzz/reader_parquet (session 9's run): a 1.4-KB file whose dictionary page declares 1,491,075,072 bytes
+/// uncompressed from 12 compressed took 1.4 GB and 2.5 s: the parquet crate allocates, and for Snappy zeroes, a
+/// buffer of the declared size before it decompresses. (Its varint is 5 bytes whose value exceeds 32 bits; the
+/// crate keeps the low 32 bits of it, as the walk now does.) The reader refuses a page whose declared size is
+/// more than its compressed bytes can expand to under its codec.
+#[test]
+fn parquet_page_declaring_more_than_its_codec_can_expand_to_is_refused() {
+    let name = "reader_parquet_page_size_past_its_codec";
+    read_parquet_input(name);
+    let err = refused_input(name, "id");
+    assert!(
+        err.contains("in.parquet")
+            && err.contains(
+                "page 0: its header declares 1491075072 bytes uncompressed from 12 compressed, \
+                 more than Snappy can expand to (64/3 per byte at most)"
+            ),
+        "{err}"
+    );
+}
+
+/// The expansion bound on valid files at the codecs' limits, and one byte past it: two documents of 1.2 MB of one
+/// letter each (Snappy's longest copies, deflate's and Zstandard's best case) in one uncompressed-plain data page
+/// read back as written with each codec; the same file with the page's declared uncompressed size raised to one
+/// byte more than the bound allows (rewritten in the same 4 bytes of varint) is refused when it is opened.
+#[test]
+fn parquet_page_sizes_are_bounded_by_their_codec_and_valid_files_at_the_limit_read() {
+    use arrow_array::{RecordBatch, StringArray};
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, GzipLevel, ZstdLevel};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use std::sync::Arc;
+    let texts = ["a".repeat(1_200_000), "b".repeat(1_200_000)];
+    let dir = tempfile::tempdir().unwrap();
+    for (codec, (num, den), name) in [
+        (Compression::SNAPPY, (64u64, 3u64), "Snappy"),
+        (Compression::GZIP(GzipLevel::try_new(9).unwrap()), (1032, 1), "gzip"),
+        (Compression::ZSTD(ZstdLevel::try_new(19).unwrap()), (32768, 1), "Zstandard"),
+    ] {
+        let batch = RecordBatch::try_from_iter([(
+            "text",
+            Arc::new(StringArray::from(texts.to_vec())) as _,
+        )])
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .set_compression(codec)
+            .set_statistics_enabled(parquet::file::properties::EnabledStatistics::None)
+            .build();
+        let mut good = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut good, batch.schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let path = dir.path().join("good.parquet");
+        std::fs::write(&path, &good).unwrap();
+        let options = ReaderOptions {
+            format: InputFormat::Parquet,
+            ..Default::default()
+        };
+        let docs: Vec<String> = CorpusReader::open(&path, &options)
+            .unwrap()
+            .map(|d| d.unwrap().text.to_string())
+            .collect();
+        assert_eq!(docs, texts, "{name}");
+        // The data page header at the chunk's start: field 1 (type DATA_PAGE, 0), then field 2 (the uncompressed
+        // size, a 4-byte varint here), then field 3 (the compressed size).
+        let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+        let at = reader.metadata().row_group(0).column(0).data_page_offset() as usize;
+        assert_eq!(&good[at..at + 3], &[0x15, 0x00, 0x15], "{name}");
+        let varint = |bytes: &[u8]| -> (u64, usize) {
+            let (mut v, mut n) = (0u64, 0);
+            loop {
+                v |= u64::from(bytes[n] & 0x7f) << (7 * n);
+                n += 1;
+                if bytes[n - 1] & 0x80 == 0 {
+                    return (v, n);
+                }
+            }
+        };
+        let (unpacked, width) = varint(&good[at + 3..]);
+        assert_eq!(width, 4, "{name}");
+        assert_eq!(good[at + 3 + width], 0x15, "{name}");
+        let (packed, _) = varint(&good[at + 3 + width + 1..]);
+        let (unpacked, packed) = (unpacked / 2, packed / 2);
+        // Every valid page is within the bound; this one at most a few times inside it.
+        assert!(unpacked * den <= packed * num, "{name}: {unpacked} from {packed}");
+        let over = packed * num / den + 1;
+        let zigzag = over * 2;
+        assert!(zigzag < 1 << 28, "{name}: {over} fits 4 bytes");
+        let mut bad = good.clone();
+        for i in 0..4 {
+            bad[at + 3 + i] = ((zigzag >> (7 * i)) & 0x7f) as u8 | if i < 3 { 0x80 } else { 0 };
+        }
+        let err = refused(dir.path(), "bad.parquet", &bad);
+        let expected = format!(
+            "row group 0, column `text`, page 0: its header declares {over} bytes uncompressed from \
+             {packed} compressed, more than {name} can expand to"
+        );
+        assert!(
+            err.contains("bad.parquet") && err.contains(&expected),
             "{name}: {err}"
         );
     }

@@ -222,32 +222,56 @@ fn check_footer(path: &Path, file: &File) -> Result<(), ReadError> {
     }
 }
 
+/// The most bytes a page compressed with `codec` can expand to per compressed byte, as a fraction
+/// (numerator, denominator), and its name; `None` where no buffer is sized from the declared size (no compression) or the crate
+/// refuses the codec by itself (those not built in: LZ4, Brotli, LZO).
+/// - Snappy: its longest copy, 64 bytes, takes a 3-byte element (literals expand nothing): 64/3.
+/// - Gzip (deflate): a length of 258 and a distance in one bit each of a dynamic Huffman block: 258 bytes from 2
+///   bits, 1032.
+/// - Zstandard: a block regenerates at most 128 KiB, and the smallest block (an RLE block) takes 4 bytes: 32768.
+///
+/// Headers and trailers only add compressed bytes, so a page's `uncompressed_page_size` above its
+/// `compressed_page_size` times this is a lie about its size.
+fn expansion_bound(codec: parquet::basic::Compression) -> Option<(u64, u64, &'static str)> {
+    use parquet::basic::Compression;
+    match codec {
+        Compression::SNAPPY => Some((64, 3, "Snappy")),
+        Compression::GZIP(_) => Some((1032, 1, "gzip")),
+        Compression::ZSTD(_) => Some((32768, 1, "Zstandard")),
+        _ => None,
+    }
+}
+
 /// The first page header of the column chunk at `start..start + length` that the parquet crate could spend
-/// unbounded time on: one holding a container of booleans ([`thrift_guard`]), or one running past the end of the
-/// chunk. Its index and why. Each header is walked from a short read (longer when it does not fit), its
-/// `compressed_page_size` (field 3) leads to the next; a header the walk finds otherwise malformed ends the walk,
-/// and the crate's page reader reports it.
+/// unbounded time or memory on: one holding a container of booleans ([`thrift_guard`]), one running past the end
+/// of the chunk, or one whose `uncompressed_page_size` (field 2) is more than its `compressed_page_size` (field
+/// 3) can expand to under `bound` ([`expansion_bound`]): the crate allocates (and, for Snappy, zeroes) a buffer of
+/// the declared size before it decompresses, so 1.4 KB of fuzzed file once took 1.4 GB. Its index and why. Each
+/// header is walked from a short read (longer when it does not fit), its `compressed_page_size` leads to the
+/// next; a header the walk finds otherwise malformed ends the walk, and the crate's page reader reports it.
 fn hostile_page_header(
     file: &File,
     start: u64,
     length: u64,
+    bound: Option<(u64, u64, &'static str)>,
 ) -> std::io::Result<Option<(usize, String)>> {
     let end = start.saturating_add(length);
     let mut pos = start;
     let mut page = 0usize;
     while pos < end {
         let mut want = 256u64;
-        let (header, body) = loop {
+        let (header, body, unpacked) = loop {
             let asked = want.min(end - pos);
             let buf = read_at(file, pos, asked as usize)?;
             let mut walker = thrift_guard::Walker::new(&buf);
-            let mut body = None;
-            match walker.struct_fields(0, |id, v| {
-                if id == 3 {
-                    body = Some(v)
-                }
+            let (mut body, mut unpacked) = (None, None);
+            // Both sizes are Thrift i32s, which the crate takes as the low 32 bits of the zigzag-decoded varint.
+            match walker.struct_fields(0, |id, v| match id {
+                2 => unpacked = Some(v as i32),
+                3 => body = Some(v as i32),
+                _ => {}
             }) {
-                Ok(()) => break (walker.position() as u64, body),
+                Ok(()) => break (walker.position() as u64, body, unpacked),
                 Err(thrift_guard::Stop::Booleans(what)) => {
                     return Ok(Some((page, format!("its header holds {what}, {LOOPS}"))));
                 }
@@ -270,6 +294,18 @@ fn hostile_page_header(
         let Some(body) = body.and_then(|b| u64::try_from(b).ok()) else {
             return Ok(None);
         };
+        if let (Some((num, den, codec)), Some(unpacked)) = (bound, unpacked.and_then(|u| u64::try_from(u).ok())) {
+            if u128::from(unpacked) * u128::from(den) > u128::from(body) * u128::from(num) {
+                return Ok(Some((
+                    page,
+                    format!(
+                        "its header declares {unpacked} bytes uncompressed from {body} compressed, more than \
+                         {codec} can expand to ({} per byte at most)",
+                        if den == 1 { num.to_string() } else { format!("{num}/{den}") }
+                    ),
+                )));
+            }
+        }
         pos = pos.saturating_add(header).saturating_add(body);
         page += 1;
     }
@@ -533,7 +569,7 @@ fn check_pages(
             };
             let (start, length) = column.byte_range();
             if let Some((p, what)) =
-                hostile_page_header(&file, start, length).map_err(|cause| ReadError::Io {
+                hostile_page_header(&file, start, length, expansion_bound(column.compression())).map_err(|cause| ReadError::Io {
                     file: path.to_path_buf(),
                     cause,
                 })?
@@ -798,7 +834,7 @@ mod tests {
         std::fs::write(&path, b"PAR1\x15\x00\x15").unwrap();
         let file = File::open(&path).unwrap();
         for length in [3, 4, 300, 1 << 20, u64::MAX - 4] {
-            let got = hostile_page_header(&file, 4, length).unwrap();
+            let got = hostile_page_header(&file, 4, length, None).unwrap();
             assert_eq!(
                 got,
                 Some((

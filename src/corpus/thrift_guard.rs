@@ -75,17 +75,20 @@ impl<'a> Walker<'a> {
         Ok(())
     }
 
-    /// An unsigned LEB128 varint of at most 10 bytes.
+    /// An unsigned LEB128 varint, read as the parquet crate reads one: of any length, each byte's bits shifted
+    /// by 7 more than the last's, modulo 64 (`wrapping_shl`). A walk that stopped at 10 bytes, as the format
+    /// intends, would hand the crate a value it never checked (a page size, say, from an 11-byte varint).
     fn varint(&mut self) -> Result<u64, Stop> {
         let mut value = 0u64;
-        for shift in (0..70).step_by(7) {
+        let mut shift = 0u32;
+        loop {
             let b = self.byte()?;
-            value |= u64::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
+            value |= u64::from(b & 0x7f).wrapping_shl(shift);
             if b & 0x80 == 0 {
                 return Ok(value);
             }
+            shift = shift.wrapping_add(7);
         }
-        Err(Stop::Malformed)
     }
 
     /// A struct's fields up to its stop byte; `on_int(field id, value)` sees every integer field (zigzag
@@ -239,6 +242,27 @@ mod tests {
         ));
         // Empty containers of booleans cost nothing and pass.
         assert_eq!(walk(&[0x19, 0x01, 0x1b, 0x00, 0x00]).0, Ok(()));
+    }
+
+    /// Varints as the parquet crate reads them: an over-long one (11 bytes, zero payload past the first) is the
+    /// value of its bits, and a value past 32 bits keeps them (the caller truncates an i32 as the crate does).
+    #[test]
+    fn varints_are_read_as_the_crate_reads_them() {
+        let mut long = vec![0x15, 0x84];
+        long.extend([0x80; 9]);
+        long.extend([0x00, 0x00]);
+        assert_eq!(walk(&long), (Ok(()), long.len(), vec![(1, 2)]));
+        // ff ff ff f1 14: zigzag 0x14e3fffff, -2803892224 as an i64, 1491075072 in its low 32 bits.
+        let wide = [0x15, 0xff, 0xff, 0xff, 0xf1, 0x14, 0x00];
+        let (r, _, ints) = walk(&wide);
+        assert_eq!(r, Ok(()));
+        assert_eq!(ints, vec![(1, -2803892224)]);
+        assert_eq!(ints[0].1 as i32, 1491075072);
+        // An 11th byte's bits wrap around to the low end (shift 70 mod 64 = 6), as `wrapping_shl` has them.
+        let mut wrap = vec![0x15, 0x80];
+        wrap.extend([0x80; 9]);
+        wrap.extend([0x01, 0x00]);
+        assert_eq!(walk(&wrap).2, vec![(1, (1i64 << 6) >> 1)]);
     }
 
     #[test]
