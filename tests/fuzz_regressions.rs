@@ -567,8 +567,16 @@ fn parquet_page_sizes_are_bounded_by_their_codec_and_valid_files_at_the_limit_re
     let dir = tempfile::tempdir().unwrap();
     for (codec, (num, den), name) in [
         (Compression::SNAPPY, (64u64, 3u64), "Snappy"),
-        (Compression::GZIP(GzipLevel::try_new(9).unwrap()), (1032, 1), "gzip"),
-        (Compression::ZSTD(ZstdLevel::try_new(19).unwrap()), (32768, 1), "Zstandard"),
+        (
+            Compression::GZIP(GzipLevel::try_new(9).unwrap()),
+            (1032, 1),
+            "gzip",
+        ),
+        (
+            Compression::ZSTD(ZstdLevel::try_new(19).unwrap()),
+            (32768, 1),
+            "Zstandard",
+        ),
     ] {
         let batch = RecordBatch::try_from_iter([(
             "text",
@@ -616,7 +624,10 @@ fn parquet_page_sizes_are_bounded_by_their_codec_and_valid_files_at_the_limit_re
         let (packed, _) = varint(&good[at + 3 + width + 1..]);
         let (unpacked, packed) = (unpacked / 2, packed / 2);
         // Every valid page is within the bound; this one at most a few times inside it.
-        assert!(unpacked * den <= packed * num, "{name}: {unpacked} from {packed}");
+        assert!(
+            unpacked * den <= packed * num,
+            "{name}: {unpacked} from {packed}"
+        );
         let over = packed * num / den + 1;
         let zigzag = over * 2;
         assert!(zigzag < 1 << 28, "{name}: {over} fits 4 bytes");

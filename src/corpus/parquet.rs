@@ -294,17 +294,22 @@ fn hostile_page_header(
         let Some(body) = body.and_then(|b| u64::try_from(b).ok()) else {
             return Ok(None);
         };
-        if let (Some((num, den, codec)), Some(unpacked)) = (bound, unpacked.and_then(|u| u64::try_from(u).ok())) {
-            if u128::from(unpacked) * u128::from(den) > u128::from(body) * u128::from(num) {
-                return Ok(Some((
-                    page,
-                    format!(
-                        "its header declares {unpacked} bytes uncompressed from {body} compressed, more than \
-                         {codec} can expand to ({} per byte at most)",
-                        if den == 1 { num.to_string() } else { format!("{num}/{den}") }
-                    ),
-                )));
-            }
+        if let (Some((num, den, codec)), Some(unpacked)) =
+            (bound, unpacked.and_then(|u| u64::try_from(u).ok()))
+            && u128::from(unpacked) * u128::from(den) > u128::from(body) * u128::from(num)
+        {
+            let ratio = if den == 1 {
+                num.to_string()
+            } else {
+                format!("{num}/{den}")
+            };
+            return Ok(Some((
+                page,
+                format!(
+                    "its header declares {unpacked} bytes uncompressed from {body} compressed, more than \
+                     {codec} can expand to ({ratio} per byte at most)"
+                ),
+            )));
         }
         pos = pos.saturating_add(header).saturating_add(body);
         page += 1;
@@ -569,10 +574,11 @@ fn check_pages(
             };
             let (start, length) = column.byte_range();
             if let Some((p, what)) =
-                hostile_page_header(&file, start, length, expansion_bound(column.compression())).map_err(|cause| ReadError::Io {
-                    file: path.to_path_buf(),
-                    cause,
-                })?
+                hostile_page_header(&file, start, length, expansion_bound(column.compression()))
+                    .map_err(|cause| ReadError::Io {
+                        file: path.to_path_buf(),
+                        cause,
+                    })?
             {
                 return Err(refuse(p, &what));
             }
