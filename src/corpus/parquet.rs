@@ -222,9 +222,9 @@ fn check_footer(path: &Path, file: &File) -> Result<(), ReadError> {
     }
 }
 
-/// The most bytes a page compressed with `codec` can expand to per compressed byte, as a fraction
-/// (numerator, denominator), and its name; `None` where no buffer is sized from the declared size (no compression) or the crate
-/// refuses the codec by itself (those not built in: LZ4, Brotli, LZO).
+/// The most bytes a page compressed with `codec` can expand to per compressed byte, as a fraction (numerator,
+/// denominator), and the codec's name; `None` where no buffer is sized from the declared size (no compression)
+/// or the crate refuses the codec by itself (those not built in: LZ4, Brotli, LZO).
 /// - Snappy: its longest copy, 64 bytes, takes a 3-byte element (literals expand nothing): 64/3.
 /// - Gzip (deflate): a length of 258 and a distance in one bit each of a dynamic Huffman block: 258 bytes from 2
 ///   bits, 1032.
