@@ -509,7 +509,8 @@ fn parquet_null_mask_levels_past_their_bytes_are_refused_in_v1_and_v2_pages() {
 /// file, where its skip of a fixed-size or binary Thrift value reads nothing and does not fail. The page walk now
 /// hands the crate a reader for which the end of the file is an error, and refuses the file. (Since session 9
 /// the chunk walk reads varints as the crate does, any length and 32-bit sizes truncated, and it refuses
-/// the first header itself, as running past its chunk; the second still reaches the crate's page reader.)
+/// the first header itself, as running past its chunk; since session 10 it reads page headers field by field as
+/// the crate's typed decoder does, and refuses the second the same way. The strict reader stays behind it.)
 #[test]
 fn parquet_page_headers_read_past_the_end_of_the_file_are_refused() {
     for (name, why) in [
@@ -519,7 +520,7 @@ fn parquet_page_headers_read_past_the_end_of_the_file_are_refused() {
         ),
         (
             "reader_parquet_page_header_skip_past_eof_2",
-            "its header runs past the end of the file",
+            "its header runs past the end of the column chunk",
         ),
     ] {
         read_parquet_input(name);
@@ -642,6 +643,42 @@ fn parquet_page_sizes_are_bounded_by_their_codec_and_valid_files_at_the_limit_re
         );
         assert!(
             err.contains("bad.parquet") && err.contains(&expected),
+            "{name}: {err}"
+        );
+    }
+}
+
+/// fuzz/reader_parquet (session 9, on b020002), slow units the boolean-container walk passed: a footer (1.5 s on
+/// the release CLI, any column) and a page header (11.6 s, text column `id`), where the crate's
+/// `skip_till_depth` spent the time. The crate's typed decoder reads a field it knows by its id as the format's
+/// type, whatever the type nibble of its header says: the footer opens with field 1, `version`, marked as a
+/// set, which the crate reads as an i32 where a nibble-following walk read a set and, a few bytes on, the
+/// struct's stop byte. Read the crate's way, both lead into skipped containers of booleans (the page header's
+/// then runs past its column chunk). The walk now follows the crate's decoders field by field.
+#[test]
+fn parquet_footers_and_page_headers_are_walked_as_the_crates_typed_decoder_reads_them() {
+    read_parquet_input("reader_parquet_footer_typed_decode_1s");
+    read_parquet_input("reader_parquet_page_header_typed_decode_11s");
+    for (name, text, what) in [
+        (
+            "reader_parquet_footer_typed_decode_1s",
+            "text",
+            "its footer holds a map of 33 entries with boolean keys or values",
+        ),
+        (
+            "reader_parquet_footer_typed_decode_1s",
+            "id",
+            "its footer holds a map of 33 entries with boolean keys or values",
+        ),
+        (
+            "reader_parquet_page_header_typed_decode_11s",
+            "id",
+            "row group 0, column `id`, page 0: its header runs past the end of the column chunk",
+        ),
+    ] {
+        let err = refused_input(name, text);
+        assert!(
+            err.contains("in.parquet") && err.contains(what),
             "{name}: {err}"
         );
     }

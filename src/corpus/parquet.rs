@@ -191,8 +191,9 @@ fn read_at(mut file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>>
     Ok(buf)
 }
 
-/// Refuses a footer holding a container of booleans ([`thrift_guard`]), which the parquet crate would take
-/// minutes or hours to skip, before the crate parses it. A file too short for a footer, or without the `PAR1`
+/// Refuses a footer holding a container of booleans where the parquet crate would skip it ([`thrift_guard`],
+/// which reads the footer as the crate's `FileMetaData` decoder does), which could take it minutes or hours,
+/// before the crate parses it. A file too short for a footer, or without the `PAR1`
 /// magic, or whose footer length does not fit, is left to the crate, which reports it.
 fn check_footer(path: &Path, file: &File) -> Result<(), ReadError> {
     let io = |cause| ReadError::Io {
@@ -212,7 +213,7 @@ fn check_footer(path: &Path, file: &File) -> Result<(), ReadError> {
         return Ok(());
     }
     let meta = read_at(file, len - 8 - meta_len, meta_len as usize).map_err(io)?;
-    match thrift_guard::Walker::new(&meta).struct_fields(0, |_, _| {}) {
+    match thrift_guard::Walker::new(&meta).read(thrift_guard::FILE_META_DATA, &mut |_, _| {}) {
         Err(thrift_guard::Stop::Booleans(what)) => Err(file_error(
             path,
             std::io::ErrorKind::InvalidData,
@@ -266,7 +267,7 @@ fn hostile_page_header(
             let mut walker = thrift_guard::Walker::new(&buf);
             let (mut body, mut unpacked) = (None, None);
             // Both sizes are Thrift i32s, which the crate takes as the low 32 bits of the zigzag-decoded varint.
-            match walker.struct_fields(0, |id, v| match id {
+            match walker.read(thrift_guard::PAGE_HEADER, &mut |id, v| match id {
                 2 => unpacked = Some(v as i32),
                 3 => body = Some(v as i32),
                 _ => {}
@@ -827,6 +828,167 @@ mod tests {
         assert!(overrun(&huge, 5));
         // The data ends exactly at a run's end: the decoder stops there, short of the count.
         assert!(!overrun(&[0x03, 0xFF], 100));
+    }
+
+    /// The typed walk reads what the crate writes to the end: footers and page headers of files using every
+    /// struct of the shapes the writer produces (each codec, v1 and v2 pages, page and chunk statistics, page
+    /// header statistics, dictionary pages, several row groups, sorting columns, key-value metadata, logical
+    /// types with fields: string, integer, decimal, timestamp, date), each walked to its last byte with no
+    /// stop. A shape that disagreed with the crate's decoder would end early or report a malformed value.
+    #[test]
+    fn valid_footers_and_page_headers_walk_to_their_end() {
+        use arrow_array::{Date32Array, Decimal128Array, Int8Array, StringArray};
+        use arrow_array::{Int64Array, TimestampMicrosecondArray};
+        use parquet::arrow::ArrowWriter;
+        use parquet::basic::{Compression, GzipLevel, ZstdLevel};
+        use parquet::file::metadata::{KeyValue, SortingColumn};
+        use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+
+        let n = 3000;
+        let text: StringArray = (0..n)
+            .map(|i| (i % 7 != 0).then(|| format!("document {} of {}", i % 50, i)))
+            .collect();
+        let batch = RecordBatch::try_from_iter([
+            ("text", Arc::new(text) as ArrayRef),
+            (
+                "id",
+                Arc::new(Int64Array::from_iter_values(0..n as i64)) as ArrayRef,
+            ),
+            (
+                "small",
+                Arc::new(Int8Array::from_iter_values((0..n).map(|i| (i % 100) as i8))),
+            ),
+            (
+                "price",
+                Arc::new(
+                    Decimal128Array::from_iter_values((0..n).map(|i| i as i128 * 3))
+                        .with_precision_and_scale(10, 2)
+                        .unwrap(),
+                ),
+            ),
+            (
+                "at",
+                Arc::new(
+                    TimestampMicrosecondArray::from_iter_values((0..n).map(|i| i as i64 * 1000))
+                        .with_timezone("UTC"),
+                ),
+            ),
+            ("day", Arc::new(Date32Array::from_iter_values(0..n))),
+        ])
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let codecs = [
+            Compression::UNCOMPRESSED,
+            Compression::SNAPPY,
+            Compression::GZIP(GzipLevel::default()),
+            Compression::ZSTD(ZstdLevel::default()),
+        ];
+        let mut walked_pages = 0;
+        for (c, codec) in codecs.into_iter().enumerate() {
+            for version in [WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0] {
+                let path = dir.path().join(format!("valid-{c}-{version:?}.parquet"));
+                let props = WriterProperties::builder()
+                    .set_compression(codec)
+                    .set_writer_version(version)
+                    .set_statistics_enabled(EnabledStatistics::Page)
+                    .set_write_page_header_statistics(true)
+                    .set_data_page_row_count_limit(500)
+                    .set_write_batch_size(250)
+                    .set_max_row_group_row_count(Some(1200))
+                    .set_sorting_columns(Some(vec![SortingColumn {
+                        column_idx: 1,
+                        descending: false,
+                        nulls_first: true,
+                    }]))
+                    .set_key_value_metadata(Some(vec![
+                        KeyValue::new("source".into(), "test".to_string()),
+                        KeyValue::new("empty".into(), None),
+                    ]))
+                    .build();
+                let file = File::create(&path).unwrap();
+                let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+                w.write(&batch).unwrap();
+                w.close().unwrap();
+
+                let bytes = std::fs::read(&path).unwrap();
+                let meta_len =
+                    u32::from_le_bytes(bytes[bytes.len() - 8..][..4].try_into().unwrap()) as usize;
+                let footer = &bytes[bytes.len() - 8 - meta_len..bytes.len() - 8];
+                let mut walker = thrift_guard::Walker::new(footer);
+                assert_eq!(
+                    walker.read(thrift_guard::FILE_META_DATA, &mut |_, _| {}),
+                    Ok(()),
+                    "{path:?}"
+                );
+                assert_eq!(
+                    walker.position(),
+                    meta_len,
+                    "{path:?}: the footer's last byte"
+                );
+
+                let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+                let metadata = reader.metadata();
+                assert!(metadata.num_row_groups() >= 3);
+                for group in metadata.row_groups() {
+                    for column in group.columns() {
+                        let (start, length) = column.byte_range();
+                        let (mut pos, end) = (start as usize, (start + length) as usize);
+                        while pos < end {
+                            let mut walker = thrift_guard::Walker::new(&bytes[pos..end]);
+                            let mut body = None;
+                            assert_eq!(
+                                walker.read(thrift_guard::PAGE_HEADER, &mut |id, v| {
+                                    if id == 3 {
+                                        body = Some(v as usize)
+                                    }
+                                }),
+                                Ok(()),
+                                "{path:?}: page header at {pos}"
+                            );
+                            pos += walker.position() + body.unwrap();
+                            walked_pages += 1;
+                        }
+                        assert_eq!(pos, end, "{path:?}: the pages fill the chunk");
+                        assert_eq!(
+                            hostile_page_header(
+                                &File::open(&path).unwrap(),
+                                start,
+                                length,
+                                expansion_bound(column.compression())
+                            )
+                            .unwrap(),
+                            None
+                        );
+                    }
+                }
+            }
+        }
+        // Six columns, three row groups or more, and more than one page in the text chunks, in eight files.
+        assert!(walked_pages > 8 * 6 * 3 * 2, "{walked_pages} pages");
+    }
+
+    /// The reader the page walk hands the crate: a read at the end of the file fails and is flagged (a `File`
+    /// would give 0 bytes, which the crate's skips take as done).
+    #[test]
+    fn a_strict_read_fails_at_the_end_of_the_file_and_flags_it() {
+        use parquet::file::reader::ChunkReader;
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("three.bin");
+        std::fs::write(&path, b"abc").unwrap();
+        let strict = StrictFile {
+            file: Arc::new(File::open(&path).unwrap()),
+            past_end: Arc::new(AtomicBool::new(false)),
+        };
+        let mut read = strict.get_read(1).unwrap();
+        let mut two = [0u8; 2];
+        read.read_exact(&mut two).unwrap();
+        assert_eq!(&two, b"bc");
+        assert!(!strict.past_end.load(Ordering::Relaxed));
+        let err = read.read(&mut two).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+        assert!(strict.past_end.load(Ordering::Relaxed));
     }
 
     /// A column chunk that claims more bytes than the file holds, ending inside a page header: the walk reads
