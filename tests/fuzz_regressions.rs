@@ -367,6 +367,19 @@ fn parquet_v1_page_with_bit_packed_levels_past_its_end_is_refused() {
     );
 }
 
+/// Each Parquet fuzz input `name` reads to an end without a panic ([`read_parquet_input`]), and opened with the
+/// text column `text` it is refused with a message naming the file and holding `what`.
+fn assert_refused(cases: &[(&str, &str, &str)]) {
+    for &(name, text, what) in cases {
+        read_parquet_input(name);
+        let err = refused_input(name, text);
+        assert!(
+            err.contains("in.parquet") && err.contains(what),
+            "{name}: {err}"
+        );
+    }
+}
+
 /// fuzz/reader_parquet, slow units: a footer holding a map of 1,837,069,619 entries of boolean keys and values
 /// in a field the parquet crate does not know, and a page header holding a set of 507,279,601 booleans. The
 /// crate skips each element of such a container without reading a byte (a boolean element, to it, holds none):
@@ -377,10 +390,7 @@ fn parquet_v1_page_with_bit_packed_levels_past_its_end_is_refused() {
 /// refuses a container of booleans or a page header that does not end within its chunk.
 #[test]
 fn parquet_footers_and_page_headers_the_crate_would_loop_on_are_refused() {
-    read_parquet_input("reader_parquet_footer_map_of_booleans");
-    read_parquet_input("reader_parquet_page_header_set_of_booleans");
-    read_parquet_input("reader_parquet_page_header_past_its_chunk");
-    for (name, text, what) in [
+    assert_refused(&[
         (
             "reader_parquet_footer_map_of_booleans",
             "text",
@@ -396,13 +406,7 @@ fn parquet_footers_and_page_headers_the_crate_would_loop_on_are_refused() {
             "id",
             "row group 0, column `id`, page 0: its header runs past the end of the column chunk",
         ),
-    ] {
-        let err = refused_input(name, text);
-        assert!(
-            err.contains("in.parquet") && err.contains(what),
-            "{name}: {err}"
-        );
-    }
+    ]);
 }
 
 /// The footer case made from a valid file: a field the crate does not know (id 100, long form) holding a map
@@ -657,9 +661,7 @@ fn parquet_page_sizes_are_bounded_by_their_codec_and_valid_files_at_the_limit_re
 /// then runs past its column chunk). The walk now follows the crate's decoders field by field.
 #[test]
 fn parquet_footers_and_page_headers_are_walked_as_the_crates_typed_decoder_reads_them() {
-    read_parquet_input("reader_parquet_footer_typed_decode_1s");
-    read_parquet_input("reader_parquet_page_header_typed_decode_11s");
-    for (name, text, what) in [
+    assert_refused(&[
         (
             "reader_parquet_footer_typed_decode_1s",
             "text",
@@ -675,11 +677,5 @@ fn parquet_footers_and_page_headers_are_walked_as_the_crates_typed_decoder_reads
             "id",
             "row group 0, column `id`, page 0: its header runs past the end of the column chunk",
         ),
-    ] {
-        let err = refused_input(name, text);
-        assert!(
-            err.contains("in.parquet") && err.contains(what),
-            "{name}: {err}"
-        );
-    }
+    ]);
 }
