@@ -221,6 +221,7 @@ impl Avx2 {
 /// without `unsafe` only from code compiled for the same features (itself reached through a token).
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
+    use super::Avx2;
     use crate::hash::{MIX_C1, MIX_C2};
     use std::arch::x86_64::*;
 
@@ -241,6 +242,75 @@ pub mod x86 {
             _mm512_set1_epi64(MIX_C2 as i64),
         );
         _mm512_xor_si512(z, _mm512_srli_epi64::<31>(z))
+    }
+
+    /// The low 64 bits of `a * c` on 4 lanes, with AVX2 only (no 64-bit multiply): `lo(a) lo(c) + ((hi(a) lo(c)
+    /// + lo(a) hi(c)) << 32)`, three 32 x 32 -> 64-bit products. `c_lo` and `c_hi` hold `c`'s low and high 32
+    /// bits in every lane ([`Mix64x4::new`]). Exact integer arithmetic: the same bits as `wrapping_mul`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 (an `unsafe fn`, not a `#[target_feature]` one, so that it always inlines into
+    /// the AVX2 loops that call it).
+    #[inline(always)]
+    pub unsafe fn mullo64_x4(a: __m256i, c_lo: __m256i, c_hi: __m256i) -> __m256i {
+        // SAFETY: AVX2 by this function's contract; register operations only.
+        unsafe {
+            let ll = _mm256_mul_epu32(a, c_lo);
+            let hl = _mm256_mul_epu32(_mm256_srli_epi64::<32>(a), c_lo);
+            let lh = _mm256_mul_epu32(a, c_hi);
+            _mm256_add_epi64(ll, _mm256_slli_epi64::<32>(_mm256_add_epi64(hl, lh)))
+        }
+    }
+
+    /// [`crate::hash::mix64`] on 4 lanes with AVX2: the same arithmetic (the multiplies as [`mullo64_x4`]), so the
+    /// same bits.
+    #[derive(Clone, Copy)]
+    pub struct Mix64x4 {
+        c1: (__m256i, __m256i),
+        c2: (__m256i, __m256i),
+    }
+
+    impl Mix64x4 {
+        /// The constants, for an AVX2 CPU (the token proves it).
+        #[inline(always)]
+        pub fn new(token: Avx2) -> Self {
+            let _ = token;
+            let split = |c: u64| {
+                // SAFETY: the token proves AVX2 (`set1` compiles to a broadcast or a constant load).
+                unsafe {
+                    (
+                        _mm256_set1_epi64x((c & 0xffff_ffff) as i64),
+                        _mm256_set1_epi64x((c >> 32) as i64),
+                    )
+                }
+            };
+            Mix64x4 {
+                c1: split(MIX_C1),
+                c2: split(MIX_C2),
+            }
+        }
+
+        /// `mix64` of each lane.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2 (a `Mix64x4` exists only where it does; `unsafe fn` so that it inlines).
+        #[inline(always)]
+        pub unsafe fn mix(&self, z: __m256i) -> __m256i {
+            // SAFETY: AVX2 by this function's contract; register operations only.
+            unsafe {
+                let z = mullo64_x4(
+                    _mm256_xor_si256(z, _mm256_srli_epi64::<30>(z)),
+                    self.c1.0,
+                    self.c1.1,
+                );
+                let z = mullo64_x4(
+                    _mm256_xor_si256(z, _mm256_srli_epi64::<27>(z)),
+                    self.c2.0,
+                    self.c2.1,
+                );
+                _mm256_xor_si256(z, _mm256_srli_epi64::<31>(z))
+            }
+        }
     }
 
     /// The vector constants of [`mix64_x8`]'s two multiplies, for loops that software-pipeline it.
@@ -282,6 +352,39 @@ mod tests {
             assert_eq!(Isa::parse(isa.name()), Some(isa));
         }
         assert_eq!(Isa::parse("neon"), None);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn mix64_x4_is_mix64_on_every_lane() {
+        use std::arch::x86_64::*;
+        let Some(token) = Avx2::detect() else {
+            return;
+        };
+        #[target_feature(enable = "avx2")]
+        fn lanes(token: Avx2, x: [u64; 4]) -> [u64; 4] {
+            let mut out = [0u64; 4];
+            let mix = x86::Mix64x4::new(token);
+            // SAFETY: `x` and `out` are 32 bytes each; AVX2 is enabled on this function.
+            unsafe {
+                let v = _mm256_loadu_si256(x.as_ptr().cast());
+                _mm256_storeu_si256(out.as_mut_ptr().cast(), mix.mix(v));
+            }
+            out
+        }
+        let mut rng = 0x1234_5678_9abc_def0u64;
+        for _ in 0..10_000 {
+            let x: [u64; 4] = std::array::from_fn(|_| {
+                rng = crate::hash::splitmix64(rng);
+                rng
+            });
+            // Extremes too: every bit set, none, one.
+            for x in [x, [0, u64::MAX, 1, 1 << 63]] {
+                // SAFETY: the token proves AVX2.
+                let got = unsafe { lanes(token, x) };
+                assert_eq!(got, x.map(crate::hash::mix64));
+            }
+        }
     }
 
     #[cfg(target_arch = "x86_64")]

@@ -130,8 +130,8 @@ impl<'a> ShortRun<'a> {
         )
     }
 
-    /// Appends the id of every window to `out`, in order: 8 at a time with AVX-512 when `dispatch` chose it
-    /// (exact integer arithmetic, so the same ids; a test checks).
+    /// Appends the id of every window to `out`, in order: 8 at a time with AVX-512, 4 with AVX2, when `dispatch`
+    /// chose it (exact integer arithmetic, so the same ids; a test checks).
     pub fn push_ids(&self, out: &mut Vec<u64>, dispatch: Dispatch) {
         // Windows whose 8-byte load stays inside `bytes` are done in one batch; the rest one by one.
         let direct = self.count.min(self.bytes.len().saturating_sub(7));
@@ -141,6 +141,8 @@ impl<'a> ShortRun<'a> {
         #[cfg(target_arch = "x86_64")]
         if let Some(token) = dispatch.avx512() {
             x86::short_ids(token, self.bytes, self.k, self.key, dst);
+        } else if let Some(token) = dispatch.avx2() {
+            x86::short_ids_x4(token, self.bytes, self.k, self.key, dst);
         } else {
             short_ids_plain(self.bytes, self.k, self.key, dst);
         }
@@ -150,6 +152,13 @@ impl<'a> ShortRun<'a> {
             short_ids_plain(self.bytes, self.k, self.key, dst);
         }
         out.extend((direct..self.count).map(|i| self.id(i)));
+    }
+
+    /// The AVX2 id builder of this run's windows.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    pub fn x4(&self, token: crate::arch::Avx2) -> x86::WindowsX4 {
+        x86::WindowsX4::new(token, self.k, self.key)
     }
 
     /// The AVX-512 id builder of this run's windows.
@@ -211,11 +220,11 @@ pub trait WindowSource: Sync {
     fn stream_windows(&self, text: &str, sink: &mut dyn WindowSink) -> bool;
 }
 
-/// AVX-512 forms of the window ids.
+/// AVX-512 and AVX2 forms of the window ids.
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
     use super::short_ids_plain;
-    use crate::arch::Avx512;
+    use crate::arch::{Avx2, Avx512};
     use std::arch::x86_64::*;
 
     /// The ids of 8 consecutive `k`-byte windows (`k <= 8`) at once, in AVX-512 registers: one 16-byte load
@@ -272,10 +281,84 @@ pub mod x86 {
         }
     }
 
+    /// The ids of 4 consecutive `k`-byte windows (`k <= 8`) at once, in AVX2 registers: one 16-byte load
+    /// broadcast to both 128-bit lanes, one `vpshufb` that puts window j's bytes in 64-bit lane j (bytes past k
+    /// zeroed), then [`super::mix_short`]'s XOR. The same ids as [`super::ShortRun::id`].
+    #[derive(Clone, Copy)]
+    pub struct WindowsX4 {
+        shuffle: __m256i,
+        key_len: __m256i,
+    }
+
+    impl WindowsX4 {
+        /// # Panics
+        /// If `k` is not in `1..=8`.
+        #[inline(always)]
+        pub fn new(token: Avx2, k: usize, short_key: u64) -> Self {
+            assert!(
+                (1..=8).contains(&k),
+                "window of {k} bytes: the vector path takes 1 to 8"
+            );
+            let mut idx = [0u8; 32];
+            for (j, lane) in idx.chunks_exact_mut(8).enumerate() {
+                // Window j starts at byte j of the 16 loaded bytes, which each 128-bit lane holds whole.
+                for (b, x) in lane.iter_mut().enumerate() {
+                    *x = if b < k { (j + b) as u8 } else { 0x80 };
+                }
+            }
+            let key_len = super::mix_short(0, k as u64, short_key);
+            let _ = token;
+            // SAFETY: the token proves AVX2; `idx` is 32 readable bytes.
+            unsafe {
+                WindowsX4 {
+                    shuffle: _mm256_loadu_si256(idx.as_ptr().cast()),
+                    key_len: _mm256_set1_epi64x(key_len as i64),
+                }
+            }
+        }
+
+        /// The ids of the windows starting at `p`, `p + 1`, `p + 2`, `p + 3`.
+        ///
+        /// # Safety
+        /// `p` is valid for reading 16 bytes, and the CPU supports AVX2 (a `WindowsX4` exists only where it
+        /// does; `unsafe fn` so that it always inlines).
+        #[inline(always)]
+        pub unsafe fn ids(&self, p: *const u8) -> __m256i {
+            // SAFETY: 16 readable bytes at p and AVX2, by the caller's contract.
+            unsafe {
+                let src = _mm256_broadcastsi128_si256(_mm_loadu_si128(p.cast()));
+                _mm256_xor_si256(_mm256_shuffle_epi8(src, self.shuffle), self.key_len)
+            }
+        }
+    }
+
     /// `out[i]` = id of `bytes[i..i + k]`, for `i + 8 <= bytes.len()`, 8 windows per step.
     pub fn short_ids(token: Avx512, bytes: &[u8], k: usize, key: u64, out: &mut [u64]) {
         // SAFETY: the token proves AVX-512 F/DQ/BW/VL.
         unsafe { short_ids_avx512(token, bytes, k, key, out) }
+    }
+
+    /// `out[i]` = id of `bytes[i..i + k]`, for `i + 8 <= bytes.len()`, 4 windows per step.
+    pub fn short_ids_x4(token: Avx2, bytes: &[u8], k: usize, key: u64, out: &mut [u64]) {
+        // SAFETY: the token proves AVX2.
+        unsafe { short_ids_avx2(token, bytes, k, key, out) }
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn short_ids_avx2(token: Avx2, bytes: &[u8], k: usize, key: u64, out: &mut [u64]) {
+        assert!(out.is_empty() || out.len() + 7 <= bytes.len());
+        let x4 = WindowsX4::new(token, k, key);
+        let p = bytes.as_ptr();
+        let mut i = 0;
+        while i + 4 <= out.len() && i + 16 <= bytes.len() {
+            // SAFETY: i + 16 <= bytes.len() (loop condition) and i + 4 <= out.len().
+            unsafe {
+                let ids = x4.ids(p.add(i));
+                _mm256_storeu_si256(out.as_mut_ptr().add(i).cast(), ids);
+            }
+            i += 4;
+        }
+        short_ids_plain(&bytes[i..], k, key, &mut out[i..]);
     }
 
     #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
@@ -303,7 +386,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn avx512_and_plain_window_loops_agree() {
+    fn vector_and_plain_window_loops_agree() {
         let bytes: Vec<u8> = (0..300u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();

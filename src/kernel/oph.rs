@@ -24,7 +24,7 @@ use super::bins::{CHUNK, min_update};
 use super::{Densification, Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 use crate::arch::Dispatch;
 #[cfg(target_arch = "x86_64")]
-use crate::arch::{Avx512, x86::mix64_x8};
+use crate::arch::{Avx2, Avx512, x86::mix64_x8};
 use crate::hash::{GOLDEN, mix64};
 use crate::window::WindowSource;
 #[cfg(target_arch = "x86_64")]
@@ -553,6 +553,199 @@ impl WindowSink for RawSketchSink<'_> {
     }
 }
 
+/// The AVX2 raw-sketch update (for CPUs without AVX-512): 4 ids per step are mixed in registers ([`Mix64x4`],
+/// `mix64` without a 64-bit multiply), binned and capped as [`bin_values_plain`] does, and filtered: a value at
+/// or above the largest bin value cannot lower its own bin, so only the lanes below it are compacted (a
+/// `vpermd` from a 16-entry table) into a candidate buffer, which the scalar min update applies once per chunk.
+/// The bound is taken at the start of each chunk and bins only fall, so a stale bound is still valid; min is
+/// order-free, so the bins are the same as [`Oph::sign_raw`]'s on the plain path.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Binner, EMPTY, min_update};
+    use crate::arch::Avx2;
+    use crate::arch::x86::Mix64x4;
+    use crate::hash::mix64;
+    use crate::window::ShortRun;
+    use crate::window::x86::WindowsX4;
+    use std::arch::x86_64::*;
+
+    /// Ids per chunk: the bound is refreshed once per chunk.
+    const CHUNK4: usize = 256;
+
+    /// For each 4-bit lane mask, the `vpermd` indices that move the selected 64-bit lanes to the front, in order.
+    const COMPACT: [[i32; 8]; 16] = {
+        let mut t = [[0i32; 8]; 16];
+        let mut m = 0;
+        while m < 16 {
+            let mut n = 0;
+            let mut lane = 0;
+            while lane < 4 {
+                if m & (1 << lane) != 0 {
+                    t[m][2 * n] = 2 * lane;
+                    t[m][2 * n + 1] = 2 * lane + 1;
+                    n += 1;
+                }
+                lane += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// The number of lanes each 4-bit mask selects.
+    const LANES: [u8; 16] = [0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4];
+
+    /// Where [`update`] takes its vectors of 4 ids from.
+    trait Source4 {
+        /// The 4 ids of vector `t`.
+        ///
+        /// # Safety
+        /// `t` is below the vector count `update` was given, and the CPU supports AVX2.
+        unsafe fn ids(&self, t: usize) -> __m256i;
+    }
+
+    struct Ids<'a>(&'a [u64]);
+
+    impl Source4 for Ids<'_> {
+        #[inline(always)]
+        unsafe fn ids(&self, t: usize) -> __m256i {
+            debug_assert!(4 * t + 4 <= self.0.len());
+            // SAFETY: 4t + 4 <= ids.len() by the caller's contract; AVX2 likewise.
+            unsafe { _mm256_loadu_si256(self.0.as_ptr().add(4 * t).cast()) }
+        }
+    }
+
+    /// Windows of a text, their ids computed in registers: vector t is the windows starting at bytes 4t..4t + 4.
+    struct Windows {
+        p: *const u8,
+        x4: WindowsX4,
+    }
+
+    impl Source4 for Windows {
+        #[inline(always)]
+        unsafe fn ids(&self, t: usize) -> __m256i {
+            // SAFETY: the caller made 16 bytes readable at 4t for every vector t it asks for; AVX2 likewise.
+            unsafe { self.x4.ids(self.p.add(4 * t)) }
+        }
+    }
+
+    /// The raw-sketch update of `vectors` vectors of 4 inputs from `src`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, and `src.ids(t)` must be valid for `t < vectors`.
+    #[inline(always)]
+    unsafe fn update(token: Avx2, src: &impl Source4, vectors: usize, seed: u64, bins: &mut [u32]) {
+        let mix = Mix64x4::new(token);
+        let mut cand = [0u64; CHUNK4];
+        // SAFETY: AVX2 by this function's contract; the loads and stores below stay in `cand`, the
+        // table and `src`'s valid vectors, as each comment says.
+        unsafe {
+            let seed_v = _mm256_set1_epi64x(seed as i64);
+            let k_v = _mm256_set1_epi64x(bins.len() as i64);
+            // Per lane: the low dword capped at EMPTY - 1 by an unsigned min, the high dword left as it is.
+            let cap = _mm256_set1_epi64x(((u32::MAX as u64) << 32 | (EMPTY - 1) as u64) as i64);
+            let bias = _mm256_set1_epi32(i32::MIN);
+            let mut t = 0usize;
+            while t < vectors {
+                let end = (t + CHUNK4 / 4).min(vectors);
+                // The largest bin value (EMPTY while a bin is empty, and then every capped value passes).
+                let bound = bins.iter().copied().max().unwrap_or(EMPTY);
+                let bound_v = _mm256_set1_epi32((bound ^ 0x8000_0000) as i32);
+                let mut n = 0usize;
+                while t < end {
+                    let h = mix.mix(_mm256_xor_si256(src.ids(t), seed_v));
+                    // bin = (hi32(h) * k) >> 32, in the low dword; the capped value in the low dword of `v`.
+                    let bin =
+                        _mm256_srli_epi64::<32>(_mm256_mul_epu32(_mm256_srli_epi64::<32>(h), k_v));
+                    let v = _mm256_min_epu32(h, cap);
+                    let packed = _mm256_blend_epi32::<0b1010_1010>(v, _mm256_slli_epi64::<32>(bin));
+                    // value < bound, unsigned, as a signed compare of both offset by 2^31; the low dword's
+                    // result moved to the sign bit of its lane.
+                    let below = _mm256_cmpgt_epi32(bound_v, _mm256_xor_si256(v, bias));
+                    let m = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_slli_epi64::<32>(below)))
+                        as usize;
+                    let perm = _mm256_loadu_si256(COMPACT[m].as_ptr().cast());
+                    // n <= 4 * (steps so far in this chunk) <= CHUNK4 - 4: 4 lanes fit at cand[n].
+                    _mm256_storeu_si256(
+                        cand.as_mut_ptr().add(n).cast(),
+                        _mm256_permutevar8x32_epi32(packed, perm),
+                    );
+                    // (A table, not `count_ones`: the AVX2 token does not prove POPCNT.)
+                    n += LANES[m] as usize;
+                    t += 1;
+                }
+                // SAFETY: every packed bin is (hi32(h) * k) >> 32 < k = bins.len().
+                min_update(&cand[..n], bins);
+            }
+        }
+    }
+
+    /// The raw-sketch update from ids: [`update`] over the full vectors, `mix64` one by one for the rest.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn sign_ids(token: Avx2, ids: &[u64], seed: u64, bins: &mut [u32]) {
+        let vectors = ids.len() / 4;
+        // SAFETY: vector t < ids.len() / 4 is 4 ids in bounds; the CPU features are this function's.
+        unsafe { update(token, &Ids(ids), vectors, seed, bins) };
+        let binner = Binner::new(bins.len());
+        for &id in &ids[4 * vectors..] {
+            binner.update(bins, mix64(id ^ seed));
+        }
+    }
+
+    /// The raw-sketch update for a run of short windows: [`update`] over the vectors whose 16-byte loads stay
+    /// inside the run's bytes, the last few windows (at most 15) one by one.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn sign_run(token: Avx2, run: &ShortRun<'_>, seed: u64, bins: &mut [u32]) {
+        let (bytes, k, count) = (run.bytes(), run.k(), run.count());
+        // A ShortRun guarantees these (checked when it was made); the memory safety below rests on them.
+        assert!((1..=8).contains(&k) && count + k <= bytes.len() + 1);
+        // Vector t reads bytes 4t..4t + 16 and covers windows 4t..4t + 4.
+        let by_bytes = if bytes.len() >= 16 {
+            (bytes.len() - 16) / 4 + 1
+        } else {
+            0
+        };
+        let vectors = (count / 4).min(by_bytes);
+        let src = Windows {
+            p: bytes.as_ptr(),
+            x4: run.x4(token),
+        };
+        // SAFETY: for t < vectors, 4t + 16 <= bytes.len(); the CPU features are this function's.
+        unsafe { update(token, &src, vectors, seed, bins) };
+        let binner = Binner::new(bins.len());
+        for i in 4 * vectors..count {
+            binner.update(bins, mix64(run.id(i) ^ seed));
+        }
+    }
+}
+
+/// The [`WindowSink`] of [`Oph::sign_text`] on AVX2: runs go to `avx2::sign_run`, single ids to `mix64` and
+/// the scalar update.
+#[cfg(target_arch = "x86_64")]
+struct RawSketchSinkAvx2<'a> {
+    token: Avx2,
+    bins: &'a mut [u32],
+    binner: Binner,
+    seed: u64,
+    /// Whether any window arrived (else the set is empty).
+    any: bool,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl WindowSink for RawSketchSinkAvx2<'_> {
+    fn run(&mut self, run: &ShortRun<'_>) {
+        self.any |= run.count() > 0;
+        // SAFETY: the token proves AVX2.
+        unsafe { avx2::sign_run(self.token, run, self.seed, self.bins) };
+    }
+    fn ids(&mut self, ids: &[u64]) {
+        self.any |= !ids.is_empty();
+        for &id in ids {
+            self.binner.update(self.bins, mix64(id ^ self.seed));
+        }
+    }
+}
+
 /// How empty bins are filled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Densify {
@@ -613,6 +806,12 @@ impl Oph {
             unsafe { sign_raw_avx512(token, ids, self.mix_seed, bins) };
             return;
         }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = self.dispatch.avx2() {
+            // SAFETY: the token proves AVX2.
+            unsafe { avx2::sign_ids(token, ids, self.mix_seed, bins) };
+            return;
+        }
         // Mix a chunk of ids into (bin, value) pairs (a loop the compiler vectorises), then take the minima.
         let mut packed = [0u64; CHUNK];
         for chunk in ids.chunks(CHUNK) {
@@ -637,6 +836,21 @@ impl Oph {
             assert_eq!(bins.len(), self.num_perm, "output length must be num_perm");
             bins.fill(EMPTY);
             let mut sink = RawSketchSink {
+                token,
+                binner: Binner::new(bins.len()),
+                bins,
+                seed: self.mix_seed,
+                any: false,
+            };
+            if windows.stream_windows(text, &mut sink) {
+                return Some(sink.any);
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = self.dispatch.avx2() {
+            assert_eq!(bins.len(), self.num_perm, "output length must be num_perm");
+            bins.fill(EMPTY);
+            let mut sink = RawSketchSinkAvx2 {
                 token,
                 binner: Binner::new(bins.len()),
                 bins,
@@ -736,6 +950,8 @@ impl Kernel for Oph {
     fn isa(&self) -> Isa {
         if self.dispatch.avx512().is_some() {
             Isa::Avx512
+        } else if self.dispatch.avx2().is_some() {
+            Isa::Avx2
         } else {
             Isa::Scalar
         }
@@ -770,6 +986,47 @@ impl Kernel for Oph {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The AVX2 raw sketch (ids, and runs of windows straight from bytes) equals the plain one, for k around
+    /// powers of two and sizes around the 4-lane vectors, the 256-id chunks and the 16-byte loads.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_and_plain_raw_sketches_agree() {
+        if Avx2::detect().is_none() {
+            return;
+        }
+        let ids: Vec<u64> = (0..3000u64).map(|i| i.wrapping_mul(GOLDEN) ^ i).collect();
+        let bytes: Vec<u8> = (0..3000u64).map(|i| (mix64(i) >> 40) as u8).collect();
+        let key = crate::window::WindowKey::new(11);
+        for k in [1usize, 7, 64, 100, 128, 1000] {
+            let plain = Oph::new(k, 5, Densify::Optimal).with_isa(Some(Isa::Scalar));
+            let avx2 = Oph::new(k, 5, Densify::Optimal).with_isa(Some(Isa::Avx2));
+            let (mut a, mut b) = (vec![0u32; k], vec![0u32; k]);
+            for n in [
+                0usize, 1, 3, 4, 5, 15, 16, 17, 255, 256, 257, 259, 1000, 3000,
+            ] {
+                plain.sign_raw(&ids[..n], &mut a);
+                avx2.sign_raw(&ids[..n], &mut b);
+                assert_eq!(a, b, "ids k={k} n={n}");
+                for w in 1..=8usize {
+                    let Some(count) = (n + 1).checked_sub(w) else {
+                        continue;
+                    };
+                    for count in [count, count.saturating_sub(5)] {
+                        let run = key.run(&bytes[..n], w, count);
+                        let run_ids: Vec<u64> = (0..count).map(|i| run.id(i)).collect();
+                        plain.sign_raw(&run_ids, &mut a);
+                        b.fill(EMPTY);
+                        // SAFETY: the token proves AVX2.
+                        unsafe {
+                            avx2::sign_run(Avx2::detect().unwrap(), &run, avx2.mix_seed, &mut b)
+                        };
+                        assert_eq!(a, b, "run k={k} n={n} w={w} count={count}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn avx512_and_plain_raw_sketches_agree() {
