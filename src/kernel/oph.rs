@@ -526,11 +526,34 @@ fn sign_raw_run_avx512(token: Avx512, run: &ShortRun<'_>, seed: u64, bins: &mut 
     }
 }
 
-/// The [`WindowSink`] of [`Oph::sign_text`]: runs go to [`sign_raw_run_avx512`], single ids to `mix64` and the
-/// scalar update. Holds the AVX-512 token that proves the vector code may run.
+/// A token that signs a run of short windows into raw bins with its instruction set's loop.
 #[cfg(target_arch = "x86_64")]
-struct RawSketchSink<'a> {
-    token: Avx512,
+trait RunSigner: Copy {
+    /// The raw-sketch update of `run`'s windows, as [`Oph::sign_raw`] of their ids.
+    fn sign_run(self, run: &ShortRun<'_>, seed: u64, bins: &mut [u32]);
+}
+
+#[cfg(target_arch = "x86_64")]
+impl RunSigner for Avx512 {
+    fn sign_run(self, run: &ShortRun<'_>, seed: u64, bins: &mut [u32]) {
+        // SAFETY: the token proves AVX-512 F/DQ/BW/VL, POPCNT and BMI2.
+        unsafe { sign_raw_run_avx512(self, run, seed, bins) };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl RunSigner for Avx2 {
+    fn sign_run(self, run: &ShortRun<'_>, seed: u64, bins: &mut [u32]) {
+        // SAFETY: the token proves AVX2.
+        unsafe { avx2::sign_run(self, run, seed, bins) };
+    }
+}
+
+/// The [`WindowSink`] of [`Oph::sign_text`]: runs go to the token's vector loop ([`sign_raw_run_avx512`] or
+/// `avx2::sign_run`), single ids to `mix64` and the scalar update.
+#[cfg(target_arch = "x86_64")]
+struct RawSketchSink<'a, T> {
+    token: T,
     bins: &'a mut [u32],
     binner: Binner,
     seed: u64,
@@ -539,11 +562,10 @@ struct RawSketchSink<'a> {
 }
 
 #[cfg(target_arch = "x86_64")]
-impl WindowSink for RawSketchSink<'_> {
+impl<T: RunSigner> WindowSink for RawSketchSink<'_, T> {
     fn run(&mut self, run: &ShortRun<'_>) {
         self.any |= run.count() > 0;
-        // SAFETY: the token proves AVX-512 F/DQ/BW/VL, POPCNT and BMI2.
-        unsafe { sign_raw_run_avx512(self.token, run, self.seed, self.bins) };
+        self.token.sign_run(run, self.seed, self.bins);
     }
     fn ids(&mut self, ids: &[u64]) {
         self.any |= !ids.is_empty();
@@ -719,33 +741,6 @@ mod avx2 {
     }
 }
 
-/// The [`WindowSink`] of [`Oph::sign_text`] on AVX2: runs go to `avx2::sign_run`, single ids to `mix64` and
-/// the scalar update.
-#[cfg(target_arch = "x86_64")]
-struct RawSketchSinkAvx2<'a> {
-    token: Avx2,
-    bins: &'a mut [u32],
-    binner: Binner,
-    seed: u64,
-    /// Whether any window arrived (else the set is empty).
-    any: bool,
-}
-
-#[cfg(target_arch = "x86_64")]
-impl WindowSink for RawSketchSinkAvx2<'_> {
-    fn run(&mut self, run: &ShortRun<'_>) {
-        self.any |= run.count() > 0;
-        // SAFETY: the token proves AVX2.
-        unsafe { avx2::sign_run(self.token, run, self.seed, self.bins) };
-    }
-    fn ids(&mut self, ids: &[u64]) {
-        self.any |= !ids.is_empty();
-        for &id in ids {
-            self.binner.update(self.bins, mix64(id ^ self.seed));
-        }
-    }
-}
-
 /// How empty bins are filled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Densify {
@@ -823,7 +818,7 @@ impl Oph {
     }
 
     /// The raw sketch of `text`'s windows, streamed from the text without collecting ids (the fused path), when
-    /// AVX-512 runs and `windows` can stream this text: `Some(whether any window arrived)`. `None` otherwise,
+    /// AVX-512 or AVX2 runs and `windows` can stream this text: `Some(whether any window arrived)`. `None` otherwise,
     /// and `bins` is then to be ignored. Equal to [`Oph::sign_raw`] of the window ids.
     pub fn sign_raw_text(
         &self,
@@ -833,37 +828,36 @@ impl Oph {
     ) -> Option<bool> {
         #[cfg(target_arch = "x86_64")]
         if let Some(token) = self.dispatch.avx512() {
-            assert_eq!(bins.len(), self.num_perm, "output length must be num_perm");
-            bins.fill(EMPTY);
-            let mut sink = RawSketchSink {
-                token,
-                binner: Binner::new(bins.len()),
-                bins,
-                seed: self.mix_seed,
-                any: false,
-            };
-            if windows.stream_windows(text, &mut sink) {
-                return Some(sink.any);
-            }
+            return self.stream_raw(token, windows, text, bins);
         }
         #[cfg(target_arch = "x86_64")]
         if let Some(token) = self.dispatch.avx2() {
-            assert_eq!(bins.len(), self.num_perm, "output length must be num_perm");
-            bins.fill(EMPTY);
-            let mut sink = RawSketchSinkAvx2 {
-                token,
-                binner: Binner::new(bins.len()),
-                bins,
-                seed: self.mix_seed,
-                any: false,
-            };
-            if windows.stream_windows(text, &mut sink) {
-                return Some(sink.any);
-            }
+            return self.stream_raw(token, windows, text, bins);
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (windows, text, bins);
         None
+    }
+
+    /// [`Oph::sign_raw_text`] on the vector loop of `token`.
+    #[cfg(target_arch = "x86_64")]
+    fn stream_raw(
+        &self,
+        token: impl RunSigner,
+        windows: &dyn WindowSource,
+        text: &str,
+        bins: &mut [u32],
+    ) -> Option<bool> {
+        assert_eq!(bins.len(), self.num_perm, "output length must be num_perm");
+        bins.fill(EMPTY);
+        let mut sink = RawSketchSink {
+            token,
+            binner: Binner::new(bins.len()),
+            bins,
+            seed: self.mix_seed,
+            any: false,
+        };
+        windows.stream_windows(text, &mut sink).then_some(sink.any)
     }
 
     /// The OPH estimator on two raw sketches: `N_match / (k - N_empty)`, where `N_empty` counts bins empty in
