@@ -679,3 +679,49 @@ fn parquet_footers_and_page_headers_are_walked_as_the_crates_typed_decoder_reads
         ),
     ]);
 }
+
+/// fuzz/reader_parquet (CI's 30-second run under ASan, on 0f4b83e): an 896-byte file whose footer gives a
+/// schema element 457,127,231 children in a schema of 6 elements. The parquet crate reserves a pointer per
+/// child before it finds the elements missing, a 3.7 GB allocation: ASan's malloc limit stopped the fuzz run,
+/// and under a memory limit (`ulimit -v`) the release CLI aborted on the failed allocation. The walk refuses a
+/// count of children at or above the schema's size.
+#[test]
+fn parquet_schema_element_with_more_children_than_the_schema_is_refused() {
+    assert_refused(&[(
+        "reader_parquet_schema_children_alloc",
+        "id",
+        "its footer declares a schema element of 457127231 children in a schema of 6 elements, which the \
+         parquet crate would allocate memory for before reading",
+    )]);
+}
+
+/// The other size the crate reserves for before reading, found by reading its footer decoder next to the fuzzed
+/// one: the list of row groups (`Vec::with_capacity` of the declared size, where every other list the crate reads
+/// is first checked against the bytes left). A hand-made footer: version 1, a schema of one empty root, no rows,
+/// and a list that claims 2^31 - 1 row groups in the 1 byte after its header. Without the check the crate asks
+/// for hundreds of gigabytes and the process aborts.
+#[test]
+fn parquet_footer_claiming_two_billion_row_groups_is_refused() {
+    let footer: &[u8] = &[
+        0x15, 0x02, // field 1 (i32) version = 1
+        0x19, 0x1c, // field 2 (list): 1 struct, the root
+        0x48, 0x01, b'r', // its field 4 (binary) name "r"
+        0x15, 0x00, // its field 5 (i32) num_children = 0
+        0x00, // its stop
+        0x16, 0x00, // field 3 (i64) num_rows = 0
+        0x19, 0xfc, 0xff, 0xff, 0xff, 0xff, 0x07, // field 4 (list): 2^31 - 1 structs
+        0x00, // what follows: one byte
+    ];
+    let mut file = b"PAR1".to_vec();
+    file.extend_from_slice(footer);
+    file.extend_from_slice(&(footer.len() as u32).to_le_bytes());
+    file.extend_from_slice(b"PAR1");
+    let dir = tempfile::tempdir().unwrap();
+    let err = refused(dir.path(), "rowgroups.parquet", &file);
+    assert!(
+        err.contains("rowgroups.parquet")
+            && err
+                .contains("its footer declares a list of 2147483647 elements in its last 1 bytes"),
+        "{err}"
+    );
+}

@@ -191,8 +191,10 @@ fn read_at(mut file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>>
     Ok(buf)
 }
 
-/// Refuses a footer holding a container of booleans where the parquet crate would skip it ([`thrift_guard`],
-/// which reads the footer as the crate's `FileMetaData` decoder does), which could take it minutes or hours,
+/// Refuses a footer holding a container of booleans where the parquet crate would skip it, which could take it
+/// minutes or hours, or a size the crate reserves memory for before reading what it sizes (a list of row groups,
+/// a schema element's children) larger than the footer could hold, which could abort the process on a failed
+/// allocation of gigabytes ([`thrift_guard`], which reads the footer as the crate's `FileMetaData` decoder does),
 /// before the crate parses it. A file too short for a footer, or without the `PAR1`
 /// magic, or whose footer length does not fit, is left to the crate, which reports it.
 fn check_footer(path: &Path, file: &File) -> Result<(), ReadError> {
@@ -218,6 +220,14 @@ fn check_footer(path: &Path, file: &File) -> Result<(), ReadError> {
             path,
             std::io::ErrorKind::InvalidData,
             format!("not a readable Parquet file (its footer holds {what}, {LOOPS})"),
+        )),
+        Err(thrift_guard::Stop::Oversized(what)) => Err(file_error(
+            path,
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not a readable Parquet file (its footer declares {what}, which the parquet crate would \
+                 allocate memory for before reading)"
+            ),
         )),
         _ => Ok(()),
     }
@@ -277,13 +287,16 @@ fn hostile_page_header(
                     return Ok(Some((page, format!("its header holds {what}, {LOOPS}"))));
                 }
                 // Short of the chunk's end, and the file gave all that was asked: read more.
-                Err(thrift_guard::Stop::End) if asked < end - pos && buf.len() as u64 == asked => {
+                // (A page header holds no list the walk reads by shape, so no size it would call oversized.)
+                Err(thrift_guard::Stop::End | thrift_guard::Stop::Oversized(_))
+                    if asked < end - pos && buf.len() as u64 == asked =>
+                {
                     want = want.saturating_mul(4)
                 }
                 // The crate reads a page header on past the chunk, and past the end of the file its skip of a
                 // fixed-size value (a double, a UUID) reads nothing and does not fail: a list of two billion
                 // doubles there is two billion reads. A valid header lies within its chunk (and the file).
-                Err(thrift_guard::Stop::End) => {
+                Err(thrift_guard::Stop::End | thrift_guard::Stop::Oversized(_)) => {
                     return Ok(Some((
                         page,
                         "its header runs past the end of the column chunk".to_string(),

@@ -7,6 +7,13 @@
 //! header is such a container (the one `list<bool>` of the format, a column index's `null_pages`, lives in the
 //! page index, which the reader does not read), so the walk refuses any with a size above zero.
 //!
+//! The walk also refuses the two sizes in a footer that the crate reserves memory for before it reads what they
+//! size, where the size is larger than the footer could hold: the list of row groups (`Vec::with_capacity` of
+//! the declared size, up to 2^31 - 1 row groups of about 100 bytes each) and a schema element's `num_children`
+//! (a vector of that many pointers, `schema_from_array_helper`). An 896-byte fuzzed file claimed 457 million
+//! children, a 3.7 GB allocation that aborts the process where memory is limited (fuzz/reader_parquet under
+//! ASan's malloc limit, CI). Every other list the crate reads by type it first checks against the bytes left.
+//!
 //! The walk reads the bytes as the crate's decoder does, which is not as a generic Thrift reader would: the
 //! crate's typed readers (its `thrift_struct!` macros and the hand-written ones for `FileMetaData`,
 //! `RowGroup`, `ColumnChunk` and `ColumnMetaData`) read a field they know by its id as the type the format gives
@@ -25,6 +32,8 @@
 pub(super) enum Stop {
     /// A container of booleans: what, and its declared size.
     Booleans(String),
+    /// A size the crate allocates for before it reads what it sizes, larger than the input could hold: what.
+    Oversized(String),
     /// The bytes ran out inside the value (a longer read may finish it).
     End,
     /// Something else the crate refuses by itself (an unknown type, too deep, a size out of range).
@@ -62,6 +71,10 @@ fn zigzag(zz: u64) -> i64 {
 pub(super) enum Shape {
     /// An i16, i32, i64 or enum: one varint.
     Int,
+    /// A schema element's `num_children`, an i32 varint: the crate reserves that many child pointers
+    /// (`schema_from_array_helper`) before it finds there are not that many elements, so it must be below the
+    /// size of the list being read (the schema's elements, itself bounded by the footer's length).
+    Children,
     /// An i8: one byte.
     Byte,
     /// A struct field's boolean, held in its header's type nibble (the crate refuses any other nibble).
@@ -78,7 +91,7 @@ pub(super) enum Shape {
     List(u8, &'static Shape),
 }
 
-use Shape::{Binary, Bool, Byte, Double, Empty, Int, List, Struct};
+use Shape::{Binary, Bool, Byte, Children, Double, Empty, Int, List, Struct};
 
 /// `FileMetaData` as `parquet_metadata_from_bytes` reads it (`file/metadata/thrift/mod.rs`), with the options
 /// the reader opens files with (every statistic decoded; the crate built without `encryption`, so fields 8 and
@@ -99,7 +112,7 @@ const SCHEMA_ELEMENT: Shape = Struct(&[
     (2, Int),
     (3, Int),
     (4, Binary),
-    (5, Int),
+    (5, Children),
     (6, Int),
     (7, Int),
     (8, Int),
@@ -230,11 +243,17 @@ pub(super) const PAGE_HEADER: Shape = Struct(&[
 pub(super) struct Walker<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// The size of the innermost list being read by shape (for [`Shape::Children`]).
+    list_len: u64,
 }
 
 impl<'a> Walker<'a> {
     pub(super) fn new(bytes: &'a [u8]) -> Walker<'a> {
-        Walker { bytes, pos: 0 }
+        Walker {
+            bytes,
+            pos: 0,
+            list_len: 0,
+        }
     }
 
     /// Bytes consumed so far.
@@ -324,6 +343,7 @@ impl<'a> Walker<'a> {
     ) -> Result<(), Stop> {
         match shape {
             Int => self.varint().map(drop),
+            Children => self.children().map(drop),
             Byte => self.skip_bytes(1),
             Double => self.skip_bytes(8),
             Binary => {
@@ -343,9 +363,20 @@ impl<'a> Walker<'a> {
                 if got != elem_type {
                     return Err(Stop::Malformed);
                 }
+                // Every element the crate reads by type takes at least one byte. It reserves room for the
+                // row groups' list before reading one (`parquet_metadata_from_bytes`), so a size beyond the
+                // bytes left would be an allocation of gigabytes for a list that cannot be there.
+                let left = (self.bytes.len() - self.pos) as u64;
+                if size > left {
+                    return Err(Stop::Oversized(format!(
+                        "a list of {size} elements in its last {left} bytes"
+                    )));
+                }
+                let outer = std::mem::replace(&mut self.list_len, size);
                 for _ in 0..size {
                     self.read(*elem, &mut |_, _| {})?;
                 }
+                self.list_len = outer;
                 Ok(())
             }
             Struct(known) => {
@@ -353,6 +384,7 @@ impl<'a> Walker<'a> {
                 while let Some((ty, id)) = self.field_header(last)? {
                     match known.iter().find(|(k, _)| *k == id).map(|(_, s)| *s) {
                         Some(Int) => on_int(id, zigzag(self.varint()?)),
+                        Some(Children) => on_int(id, self.children()?),
                         Some(Bool) if !is_bool(ty) => return Err(Stop::Malformed),
                         Some(Bool) => {}
                         Some(inner) => self.read(inner, &mut |_, _| {})?,
@@ -363,6 +395,19 @@ impl<'a> Walker<'a> {
                 Ok(())
             }
         }
+    }
+
+    /// A `num_children` (see [`Shape::Children`]): the crate's i32 (the low 32 bits of the zigzag-decoded
+    /// varint), refused at or above the size of the list being read. A negative count the crate refuses itself.
+    fn children(&mut self) -> Result<i64, Stop> {
+        let n = zigzag(self.varint()?) as i32;
+        if n > 0 && n as u64 >= self.list_len {
+            return Err(Stop::Oversized(format!(
+                "a schema element of {n} children in a schema of {} elements",
+                self.list_len
+            )));
+        }
+        Ok(i64::from(n))
     }
 
     /// A value of compact type `ty` skipped as the crate's `skip_till_depth(ty, depth)` skips it: a boolean (a
@@ -442,6 +487,42 @@ mod tests {
         let mut ints = Vec::new();
         let r = w.read(shape, &mut |id, v| ints.push((id, v)));
         (r, w.position(), ints)
+    }
+
+    /// A list read by shape whose size is beyond the bytes left, and a `num_children` at or above the size of
+    /// the list holding it, are refused; one less is read on.
+    #[test]
+    fn sizes_the_crate_reserves_for_are_bounded_by_the_input() {
+        const LIST: Shape = Struct(&[(1, List(I32, &Int))]);
+        // A list of 5 i32s with 5 bytes after its header reads; with 4 it is refused before any element.
+        let bytes = [0x19, 0x55, 1, 2, 3, 4, 5, 0x00];
+        assert_eq!(walk(LIST, &bytes).0, Ok(()));
+        let short = [0x19, 0x55, 1, 2, 3, 4];
+        assert_eq!(
+            walk(LIST, &short).0,
+            Err(Stop::Oversized(
+                "a list of 5 elements in its last 4 bytes".into()
+            ))
+        );
+        // Long-form size 2^31 - 1 in a few bytes.
+        let long = [0x19, 0xf5, 0xff, 0xff, 0xff, 0xff, 0x07, 1, 0x00];
+        assert!(matches!(walk(LIST, &long).0, Err(Stop::Oversized(_))));
+
+        // Two elements of one field, num_children: 1 (zigzag 2) passes in a list of 2, 2 (zigzag 4) does not;
+        // a negative count (zigzag 3 = -2) is left to the crate, which refuses it.
+        const ELEMENTS: Shape = Struct(&[(1, List(STRUCT, &Struct(&[(5, Children)])))]);
+        let with = |n: u8| [0x19, 0x2c, 0x55, n, 0x00, 0x55, 0x00, 0x00, 0x00];
+        assert_eq!(walk(ELEMENTS, &with(2)).0, Ok(()));
+        assert_eq!(walk(ELEMENTS, &with(3)).0, Ok(()));
+        assert_eq!(
+            walk(ELEMENTS, &with(4)).0,
+            Err(Stop::Oversized(
+                "a schema element of 2 children in a schema of 2 elements".into()
+            ))
+        );
+        // The outermost struct reports it like an int.
+        let (r, _, ints) = walk(Struct(&[(5, Children)]), &[0x55, 0x00, 0x00]);
+        assert_eq!((r, ints), (Ok(()), vec![(5, 0)]));
     }
 
     #[test]
