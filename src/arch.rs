@@ -244,6 +244,10 @@ pub mod x86 {
         _mm512_xor_si512(z, _mm512_srli_epi64::<31>(z))
     }
 
+    /// The number of set bits of each 4-bit mask (a `movemask` of 4 lanes), for the AVX2 loops: the AVX2 token
+    /// does not prove POPCNT.
+    pub const BITS4: [u8; 16] = [0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4];
+
     /// The low 64 bits of `a * c` on 4 lanes, with AVX2 only (no 64-bit multiply): `lo(a) lo(c) + ((hi(a) lo(c)
     /// + lo(a) hi(c)) << 32)`, three 32 x 32 -> 64-bit products. `c_lo` and `c_hi` hold `c`'s low and high 32
     /// bits in every lane ([`Mix64x4::new`]). Exact integer arithmetic: the same bits as `wrapping_mul`.

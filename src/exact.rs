@@ -69,9 +69,8 @@ pub fn intersection_at_least_ids(a: &[u64], b: &[u64], need: usize) -> Option<us
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn intersection_at_least_avx2(_: Avx2, a: &[u64], b: &[u64], need: usize) -> Option<usize> {
+    use crate::arch::x86::BITS4;
     use std::arch::x86_64::*;
-    /// The number of set bits of each 4-bit mask (the AVX2 token does not prove POPCNT).
-    const BITS: [u8; 16] = [0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4];
     let (mut i, mut j, mut n) = (0usize, 0usize, 0usize);
     while i + 4 <= a.len() && j + 4 <= b.len() {
         if n + (a.len() - i).min(b.len() - j) < need {
@@ -96,7 +95,7 @@ fn intersection_at_least_avx2(_: Avx2, a: &[u64], b: &[u64], need: usize) -> Opt
             ),
         );
         // The sets hold distinct ids, so each hit lane of a matches exactly one lane of b.
-        n += BITS[_mm256_movemask_pd(_mm256_castsi256_pd(hit)) as usize] as usize;
+        n += BITS4[_mm256_movemask_pd(_mm256_castsi256_pd(hit)) as usize] as usize;
         let (last_a, last_b) = (a[i + 3], b[j + 3]);
         i += 4 * (last_a <= last_b) as usize;
         j += 4 * (last_b <= last_a) as usize;

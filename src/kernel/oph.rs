@@ -585,7 +585,7 @@ impl<T: RunSigner> WindowSink for RawSketchSink<'_, T> {
 mod avx2 {
     use super::{Binner, EMPTY, min_update};
     use crate::arch::Avx2;
-    use crate::arch::x86::Mix64x4;
+    use crate::arch::x86::{BITS4, Mix64x4};
     use crate::hash::mix64;
     use crate::window::ShortRun;
     use crate::window::x86::WindowsX4;
@@ -613,9 +613,6 @@ mod avx2 {
         }
         t
     };
-
-    /// The number of lanes each 4-bit mask selects.
-    const LANES: [u8; 16] = [0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4];
 
     /// Where [`update`] takes its vectors of 4 ids from.
     trait Source4 {
@@ -692,8 +689,7 @@ mod avx2 {
                         cand.as_mut_ptr().add(n).cast(),
                         _mm256_permutevar8x32_epi32(packed, perm),
                     );
-                    // (A table, not `count_ones`: the AVX2 token does not prove POPCNT.)
-                    n += LANES[m] as usize;
+                    n += BITS4[m] as usize;
                     t += 1;
                 }
                 // SAFETY: every packed bin is (hi32(h) * k) >> 32 < k = bins.len().
