@@ -680,7 +680,7 @@ fn parquet_footers_and_page_headers_are_walked_as_the_crates_typed_decoder_reads
     ]);
 }
 
-/// fuzz/reader_parquet (CI's 30-second run under ASan, on 0f4b83e): an 896-byte file whose footer gives a
+/// fuzz/reader_parquet (CI's 30-second run under ASan, on 0f4b83e): a 910-byte file whose footer gives a
 /// schema element 457,127,231 children in a schema of 6 elements. The parquet crate reserves a pointer per
 /// child before it finds the elements missing, a 3.7 GB allocation: ASan's malloc limit stopped the fuzz run,
 /// and under a memory limit (`ulimit -v`) the release CLI aborted on the failed allocation. The walk refuses a

@@ -10,7 +10,7 @@
 //! The walk also refuses the two sizes in a footer that the crate reserves memory for before it reads what they
 //! size, where the size is larger than the footer could hold: the list of row groups (`Vec::with_capacity` of
 //! the declared size, up to 2^31 - 1 row groups of about 100 bytes each) and a schema element's `num_children`
-//! (a vector of that many pointers, `schema_from_array_helper`). An 896-byte fuzzed file claimed 457 million
+//! (a vector of that many pointers, `schema_from_array_helper`). A 910-byte fuzzed file claimed 457 million
 //! children, a 3.7 GB allocation that aborts the process where memory is limited (fuzz/reader_parquet under
 //! ASan's malloc limit, CI). Every other list the crate reads by type it first checks against the bytes left.
 //!
