@@ -13,7 +13,8 @@
 # 1.4-KB Parquet file taking 1.4 GB only from the log's rss column). FUZZ_SANITIZER=none builds without
 # AddressSanitizer (cargo-fuzz's default), into fuzz/target-nosan so the two builds do not evict each other:
 # several times the executions per second for the safe-Rust parsers. Without the nightly toolchain or cargo-fuzz
-# it says so and exits 0 (a skip).
+# it says so and exits 0 (a skip). FUZZ_BUILD_ONLY=1 builds the targets and stops (SECONDS is then ignored):
+# CI builds them in the background while its other steps run, and runs them at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:?usage: bash fuzz/run.sh SECONDS [JOBS] [TARGET...]}
@@ -38,6 +39,10 @@ if [ "${FUZZ_SANITIZER:-address}" = none ]; then
     memory=(-rss_limit_mb="${FUZZ_RSS_MB:-512}")
 fi
 cargo +nightly fuzz build "${sanitizer[@]}"
+if [ -n "${FUZZ_BUILD_ONLY:-}" ]; then
+    echo "fuzz: targets built"
+    exit 0
+fi
 declare -A max_len
 while read -r name len _; do
     case $name in '#'* | '') continue ;; esac

@@ -11,6 +11,7 @@
 
 mod common;
 
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -101,64 +102,68 @@ fn isa_supported(isa: &str) -> bool {
     }
 }
 
+/// One output's digest: its name, the digest, and how the run that wrote it differs from the others of its name.
+type Digest3 = (String, String, String);
+
+/// A run of the CLI and the digests of what it wrote.
+type Job<'a> = Box<dyn Fn() -> Vec<Digest3> + Send + Sync + 'a>;
+
 /// Every digest this build produces, by name. Runs that must agree (different ISA or thread count) share a
-/// name; a disagreement among them is reported as such.
+/// name; a disagreement among them is reported as such. The runs are independent processes, so they go two
+/// (or as many as there are cores) at a time; the digests are compared in the fixed order of the list.
 fn compute(dir: &Path) -> BTreeMap<String, String> {
-    let mut digests: BTreeMap<String, String> = BTreeMap::new();
-    let mut put = |name: String, value: String, how: &str| {
-        if let Some(old) = digests.get(&name) {
-            assert_eq!(
-                old, &value,
-                "{name}: {how} differs from an earlier run with another ISA or thread count"
-            );
-        } else {
-            digests.insert(name, value);
-        }
-    };
     let d = |p: &str| dir.join(p).to_str().unwrap().to_string();
+    let mut jobs: Vec<Job> = Vec::new();
 
     for kernel in KERNELS {
         for isa in ISAS.iter().filter(|i| isa_supported(i)) {
             for threads in ["1", "2"] {
-                let sketch = |output: &str| {
-                    lshbench(&[
-                        "sketch",
-                        "--input",
-                        CORPUS,
-                        "--kernel",
-                        kernel,
-                        "--isa",
-                        isa,
-                        "--threads",
-                        threads,
-                        "--output",
-                        output,
-                    ])
-                };
-                let npy = d(&format!("{kernel}-{isa}-{threads}.npy"));
-                sketch(&npy);
-                let how = format!("--isa {isa} --threads {threads}");
-                put(
-                    format!("sketch/{kernel}.npy"),
-                    file_digest(Path::new(&npy)),
-                    &how,
+                let (npy, csv) = (
+                    d(&format!("{kernel}-{isa}-{threads}.npy")),
+                    d(&format!("{kernel}-{isa}.csv")),
                 );
-                let ids = npy.replace(".npy", ".ids.csv");
-                put(
-                    format!("sketch/{kernel}.ids.csv"),
-                    file_digest(Path::new(&ids)),
-                    &how,
-                );
-                // The CSV writer is the same for every ISA: one thread count is enough there.
-                if threads == "2" {
-                    let csv = d(&format!("{kernel}-{isa}.csv"));
-                    sketch(&csv);
-                    put(
-                        format!("sketch/{kernel}.csv"),
-                        file_digest(Path::new(&csv)),
-                        &how,
-                    );
-                }
+                jobs.push(Box::new(move || {
+                    let sketch = |output: &str| {
+                        lshbench(&[
+                            "sketch",
+                            "--input",
+                            CORPUS,
+                            "--kernel",
+                            kernel,
+                            "--isa",
+                            isa,
+                            "--threads",
+                            threads,
+                            "--output",
+                            output,
+                        ])
+                    };
+                    sketch(&npy);
+                    let how = format!("--isa {isa} --threads {threads}");
+                    let ids = npy.replace(".npy", ".ids.csv");
+                    let mut out = vec![
+                        (
+                            format!("sketch/{kernel}.npy"),
+                            file_digest(Path::new(&npy)),
+                            how.clone(),
+                        ),
+                        (
+                            format!("sketch/{kernel}.ids.csv"),
+                            file_digest(Path::new(&ids)),
+                            how.clone(),
+                        ),
+                    ];
+                    // The CSV writer is the same for every ISA: one thread count is enough there.
+                    if threads == "2" {
+                        sketch(&csv);
+                        out.push((
+                            format!("sketch/{kernel}.csv"),
+                            file_digest(Path::new(&csv)),
+                            how,
+                        ));
+                    }
+                    out
+                }));
             }
         }
     }
@@ -170,78 +175,107 @@ fn compute(dir: &Path) -> BTreeMap<String, String> {
             d(&format!("groups-{threads}.csv")),
             d(&format!("kept-{threads}.jsonl")),
         );
-        lshbench(&[
-            "dedup",
-            "--input",
-            CORPUS,
-            "--shingle",
-            "char:5",
-            "--kernel",
-            "oph-opt",
-            "--bands",
-            "42",
-            "--rows",
-            "3",
-            "--threshold",
-            "0.5",
-            "--threads",
-            threads,
-            "--pairs",
-            &pairs,
-            "--clusters",
-            &clusters,
-            "--group-report",
-            &report,
-            "--kept",
-            &kept,
-        ]);
-        let how = format!("--threads {threads}");
-        for (name, path) in [
-            ("pairs.csv", &pairs),
-            ("clusters.csv", &clusters),
-            ("group_report.csv", &report),
-            ("kept.jsonl", &kept),
-        ] {
-            put(format!("dedup/{name}"), file_digest(Path::new(path)), &how);
-        }
+        jobs.push(Box::new(move || {
+            lshbench(&[
+                "dedup",
+                "--input",
+                CORPUS,
+                "--shingle",
+                "char:5",
+                "--kernel",
+                "oph-opt",
+                "--bands",
+                "42",
+                "--rows",
+                "3",
+                "--threshold",
+                "0.5",
+                "--threads",
+                threads,
+                "--pairs",
+                &pairs,
+                "--clusters",
+                &clusters,
+                "--group-report",
+                &report,
+                "--kept",
+                &kept,
+            ]);
+            [
+                ("pairs.csv", &pairs),
+                ("clusters.csv", &clusters),
+                ("group_report.csv", &report),
+                ("kept.jsonl", &kept),
+            ]
+            .into_iter()
+            .map(|(name, path)| {
+                (
+                    format!("dedup/{name}"),
+                    file_digest(Path::new(path)),
+                    format!("--threads {threads}"),
+                )
+            })
+            .collect()
+        }));
         let exact = d(&format!("exact-{threads}.csv"));
-        lshbench(&[
-            "exact",
-            "--input",
-            CORPUS,
-            "--shingle",
-            "char:5",
-            "--threshold",
-            "0.5",
-            "--threads",
-            threads,
-            "--output",
-            &exact,
-        ]);
-        put(
-            "exact/pairs.csv".into(),
-            file_digest(Path::new(&exact)),
-            &how,
-        );
+        jobs.push(Box::new(move || {
+            lshbench(&[
+                "exact",
+                "--input",
+                CORPUS,
+                "--shingle",
+                "char:5",
+                "--threshold",
+                "0.5",
+                "--threads",
+                threads,
+                "--output",
+                &exact,
+            ]);
+            vec![(
+                "exact/pairs.csv".into(),
+                file_digest(Path::new(&exact)),
+                format!("--threads {threads}"),
+            )]
+        }));
     }
 
     let quick = dir.join("experiments");
-    lshbench(&[
-        "run",
-        "experiments/all.toml",
-        "--quick",
-        "--out",
-        quick.to_str().unwrap(),
-    ]);
-    let csvs = common::files_with_extension(&quick, "csv");
-    assert!(!csvs.is_empty(), "the quick experiments wrote no CSV");
-    for path in csvs {
-        let name = path.strip_prefix(&quick).unwrap().to_str().unwrap();
-        put(
-            format!("experiments/{name}"),
-            stable_csv_digest(&path),
-            "a rerun",
-        );
+    jobs.push(Box::new(move || {
+        lshbench(&[
+            "run",
+            "experiments/all.toml",
+            "--quick",
+            "--out",
+            quick.to_str().unwrap(),
+        ]);
+        let csvs = common::files_with_extension(&quick, "csv");
+        assert!(!csvs.is_empty(), "the quick experiments wrote no CSV");
+        csvs.iter()
+            .map(|path| {
+                let name = path.strip_prefix(&quick).unwrap().to_str().unwrap();
+                (
+                    format!("experiments/{name}"),
+                    stable_csv_digest(path),
+                    "a rerun".to_string(),
+                )
+            })
+            .collect()
+    }));
+
+    // The longest runs (the experiments, then dedup and exact) first, so that the two queues end together.
+    jobs.reverse();
+    let results: Vec<Vec<Digest3>> = jobs.par_iter().map(|job| job()).collect();
+    let mut digests: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value, how) in results.into_iter().rev().flatten() {
+        if let Some(old) = digests.get(&name) {
+            assert_eq!(
+                old, &value,
+                "{name}: {how} differs from an earlier run with another ISA or thread count"
+            );
+        } else {
+            digests.insert(name, value);
+        }
     }
     digests
 }
