@@ -12,6 +12,7 @@ use lshbench::kernel::oph::{Densify, EMPTY, Oph};
 use lshbench::kernel::{self, Isa, KERNELS, Kernel, KernelParams};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
+use rayon::prelude::*;
 
 /// z for a two-sided false-alarm rate of 1e-6 per check: Phi^-1(1 - 5e-7).
 const Z_1E6: f64 = 4.891_638_5;
@@ -781,43 +782,48 @@ fn sign_text_equals_shingling_then_signing() {
         lowercase: true,
         ..Normalization::default()
     };
+    // Every (ISA, kernel, k) on its own, spread over the cores (the slowest test of the suite otherwise).
+    let mut cases = Vec::new();
     for isa in supported_isas() {
         for spec in KERNELS {
             for k in [1usize, 7, 64, 128, 256, 1000, 1024] {
-                // The reference: scalar shingling, then the kernel's scalar `sign`; against it, the fused path
-                // with both the shingler and the kernel on `isa`.
-                let reference = make(spec.name, k, 3, Some(Isa::Scalar));
-                let kernel = make(spec.name, k, 3, Some(isa));
-                let mut shinglers: Vec<(Normalization, ShingleKind)> = kinds
-                    .iter()
-                    .map(|&kind| (Normalization::default(), kind))
-                    .collect();
-                shinglers.push((lower, ShingleKind::Char(5)));
-                for &(norm, kind) in &shinglers {
-                    let scalar = Shingler::new(kind, norm, 3)
-                        .with_isa(Some(Isa::Scalar))
-                        .unwrap();
-                    let sh = Shingler::new(kind, norm, 3).with_isa(Some(isa)).unwrap();
-                    let sh = &sh;
-                    let (mut ids, mut scratch) = (Vec::new(), Vec::new());
-                    let (mut want, mut got) = (vec![0u32; k], vec![7u32; k]);
-                    for text in &texts {
-                        scalar.hashes(text, &mut ids);
-                        reference.sign(&ids, &mut want);
-                        let empty = kernel.sign_text(sh, text, &mut scratch, &mut got);
-                        let what = format!(
-                            "{} isa={isa} k={k} {:?} text of {} bytes",
-                            spec.name,
-                            sh.kind,
-                            text.len()
-                        );
-                        assert_eq!(want, got, "{what}");
-                        assert_eq!(empty, ids.is_empty(), "{what}");
-                    }
-                }
+                cases.push((isa, spec, k));
             }
         }
     }
+    cases.par_iter().for_each(|&(isa, spec, k)| {
+        // The reference: scalar shingling, then the kernel's scalar `sign`; against it, the fused path with
+        // both the shingler and the kernel on `isa`.
+        let reference = make(spec.name, k, 3, Some(Isa::Scalar));
+        let kernel = make(spec.name, k, 3, Some(isa));
+        let mut shinglers: Vec<(Normalization, ShingleKind)> = kinds
+            .iter()
+            .map(|&kind| (Normalization::default(), kind))
+            .collect();
+        shinglers.push((lower, ShingleKind::Char(5)));
+        for &(norm, kind) in &shinglers {
+            let scalar = Shingler::new(kind, norm, 3)
+                .with_isa(Some(Isa::Scalar))
+                .unwrap();
+            let sh = Shingler::new(kind, norm, 3).with_isa(Some(isa)).unwrap();
+            let sh = &sh;
+            let (mut ids, mut scratch) = (Vec::new(), Vec::new());
+            let (mut want, mut got) = (vec![0u32; k], vec![7u32; k]);
+            for text in &texts {
+                scalar.hashes(text, &mut ids);
+                reference.sign(&ids, &mut want);
+                let empty = kernel.sign_text(sh, text, &mut scratch, &mut got);
+                let what = format!(
+                    "{} isa={isa} k={k} {:?} text of {} bytes",
+                    spec.name,
+                    sh.kind,
+                    text.len()
+                );
+                assert_eq!(want, got, "{what}");
+                assert_eq!(empty, ids.is_empty(), "{what}");
+            }
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------------
