@@ -615,6 +615,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         builder = builder.master("local[*]")
     if args.shuffle_partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
+    # A session already running in this process (a notebook's, a test's) is used and left running; one this
+    # command starts, it stops.
+    own_session = SparkSession.getActiveSession() is None
     spark = builder.getOrCreate()
     try:
         df = _read_input(spark, args.input, args.text_column, args.id_column)
@@ -655,7 +658,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:
-        spark.stop()
+        if own_session:
+            spark.stop()
     return 0
 
 

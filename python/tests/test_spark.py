@@ -175,18 +175,19 @@ def test_spark_dedup_equals_cli_dedup(spark, parquet_corpus, cli_answer, partiti
     _check_equal(result, cli_answer[verify])
 
 
-def test_command_line_writes_the_cli_tables(head_corpus, tmp_path, spark):
+def test_command_line_writes_the_cli_tables(head_corpus, tmp_path, spark, capsys):
+    # `main` as `python -m lshbench.spark` calls it, in this process: it uses the module's running session and
+    # leaves it running, instead of starting a second JVM (the entry point itself is run in the test below).
     corpus, (want_pairs, want_clusters, want_candidates) = head_corpus
     assert len(want_pairs) > 100 and len(want_clusters) > 100
     out = tmp_path / "out"
-    env = dict(os.environ)
-    proc = subprocess.run(
-        [sys.executable, "-m", "lshbench.spark", "dedup", "--input", str(corpus), "--text-column",
-         "text", "--id-column", "id", *BANDING, "--output", str(out), "--master", "local[2]",
-         "--shuffle-partitions", "4"],
-        capture_output=True, text=True, env=env,
+    status = lspark.main(
+        ["dedup", "--input", str(corpus), "--text-column", "text", "--id-column", "id", *BANDING, "--output",
+         str(out), "--master", "local[2]", "--shuffle-partitions", "4"]
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    printed = capsys.readouterr()
+    assert status == 0, printed.err[-3000:]
+    assert spark.range(3).count() == 3, "main stopped a session it did not start"
     pairs = pq.read_table(out / "pairs.parquet")
     clusters = pq.read_table(out / "clusters.parquet")
     assert pairs.column_names == ["id_a", "id_b", "estimate", "jaccard", "verified_by"]
@@ -202,8 +203,22 @@ def test_command_line_writes_the_cli_tables(head_corpus, tmp_path, spark):
     assert [(r["group"], r["id"], r["center"]) for r in clusters.to_pylist()] == [
         (int(r["group"]), r["id"], r["center"]) for r in want_clusters
     ]
-    assert f"candidates: {want_candidates} pairs" in proc.stdout
-    assert f"verified (exact, similarity >= 0.5): {len(want_pairs)} pairs" in proc.stdout
+    assert f"candidates: {want_candidates} pairs" in printed.out
+    assert f"verified (exact, similarity >= 0.5): {len(want_pairs)} pairs" in printed.out
+
+
+def test_command_line_entry_point_names_a_missing_input(tmp_path):
+    # `python -m lshbench.spark` in a process of its own: a missing input is refused with exit status 2 before
+    # any Spark starts.
+    missing = tmp_path / "no-such.parquet"
+    proc = subprocess.run(
+        [sys.executable, "-m", "lshbench.spark", "dedup", "--input", str(missing), *BANDING, "--output",
+         str(tmp_path / "out")],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"--input {missing}: no such file or directory" in proc.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_contradicting_threshold_is_refused_before_any_work(spark):
