@@ -604,18 +604,21 @@ pub fn dedup_signed(
     // Verify. Shingle sets only for documents in some candidate pair (and read in this run).
     let t_verify = Instant::now();
     let sig = |i: u32| &corpus.signatures[i as usize * k..(i as usize + 1) * k];
-    let mut sets: Vec<Option<Vec<u64>>> = vec![None; n];
+    let mut sets: Vec<Option<exact::SplitSet>> = vec![None; n];
     if config.verify == Verify::Exact {
         let mut needed: Vec<u32> = cands.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
         needed.par_sort_unstable();
         needed.dedup();
         needed.retain(|&i| i as usize >= corpus.loaded);
-        let built: Vec<(u32, Vec<u64>)> = needed
+        let built: Vec<(u32, exact::SplitSet)> = needed
             .par_iter()
             .map(|&i| {
                 (
                     i,
-                    exact::verification_set(shingler, &corpus.texts[i as usize - corpus.loaded]),
+                    exact::verification_split_set(
+                        shingler,
+                        &corpus.texts[i as usize - corpus.loaded],
+                    ),
                 )
             })
             .collect();
@@ -634,7 +637,7 @@ pub fn dedup_signed(
         .filter_map(|&(a, b)| {
             let estimate = kernel.estimate(sig(a), sig(b));
             let sets = match (&sets[a as usize], &sets[b as usize]) {
-                (Some(x), Some(y)) => Some((x.as_slice(), y.as_slice())),
+                (Some(x), Some(y)) => Some((x, y)),
                 // A loaded document has no text: its pairs fall back to the estimate (said in the pairs file).
                 _ => None,
             };
@@ -647,7 +650,7 @@ pub fn dedup_signed(
     let t_group = Instant::now();
     let (groups, edges_by_group) = group_verified(n, &verified, config.groups);
     let similarity = |a: u32, b: u32| match (&sets[a as usize], &sets[b as usize]) {
-        (Some(x), Some(y)) => exact::jaccard_ids(x, y),
+        (Some(x), Some(y)) => x.jaccard(y),
         _ => kernel.estimate(sig(a), sig(b)),
     };
     let group_stats: Vec<GroupStats> = groups
@@ -690,23 +693,23 @@ pub fn dedup_signed(
 /// them): the pair to keep, or `None`. With sets, a pair whose sizes or overlap cannot reach `t` is dropped
 /// without a full merge (J <= min/max, and the rounded ratio bounds the rounded J from above, so no pair at or
 /// above `t` is lost); without them, exact verification falls back to the estimate.
-pub(crate) fn check_pair(
+pub(crate) fn check_pair<S: exact::IdSet + ?Sized>(
     verify: Verify,
     t: f64,
     a: u32,
     b: u32,
     estimate: f64,
-    sets: Option<(&[u64], &[u64])>,
+    sets: Option<(&S, &S)>,
 ) -> Option<CheckedPair> {
     let jaccard = match sets {
         Some((x, y)) => {
-            let (lo, hi) = (x.len().min(y.len()), x.len().max(y.len()));
+            let (lo, hi) = (x.size().min(y.size()), x.size().max(y.size()));
             if (lo as f64) / (hi as f64) < t {
                 return None;
             }
-            let need = exact::required_overlap(t, x.len(), y.len());
-            let inter = exact::intersection_at_least_ids(x, y, need)?;
-            Some(exact::jaccard_from_counts(inter, x.len(), y.len()))
+            let need = exact::required_overlap(t, x.size(), y.size());
+            let inter = x.intersection_at_least(y, need)?;
+            Some(exact::jaccard_from_counts(inter, x.size(), y.size()))
         }
         None => None,
     };

@@ -187,6 +187,288 @@ pub fn verification_set(shingler: &Shingler, text: &str) -> Vec<u64> {
     })
 }
 
+/// A verification set ([`verification_set`]) stored as two arrays of 32-bit halves, the high halves of
+/// every id, then the low halves, in the set's order, for the intersections `dedup` verifies with.
+///
+/// Verifying a candidate pair reads both sets from memory, and most candidates (about nine in ten on the
+/// mail corpus) fall short of the threshold. The first stage reads only the high halves: when neither set
+/// holds two ids with the same high half, the count of high halves the two sets share is at least their
+/// true intersection (equal ids have equal halves), so a pair whose count cannot reach the overlap it needs
+/// is rejected exactly, from half the bytes. Mixed ids are spread evenly, so two distinct ids of a pair
+/// share a high half with probability about |a||b| / 2^32: the few pairs that pass go to the second stage,
+/// which compares both halves and gives the exact count. A set whose high halves repeat (a few in
+/// thousands) is compared as whole ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SplitSet {
+    /// The high halves of the ids (`len` of them), then their low halves.
+    halves: Box<[u32]>,
+    /// No two ids share their high half, so the high halves alone are strictly increasing.
+    distinct_high: bool,
+}
+
+impl SplitSet {
+    /// The set of `ids`, which must be sorted and deduplicated.
+    pub fn from_sorted(ids: &[u64]) -> Self {
+        debug_assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "ids sorted and distinct"
+        );
+        // Two passes over the ids (which the caller has just sorted, so they are in cache) into memory that is
+        // written once, not zeroed first.
+        let mut halves = Vec::with_capacity(2 * ids.len());
+        halves.extend(ids.iter().map(|&x| (x >> 32) as u32));
+        halves.extend(ids.iter().map(|&x| x as u32));
+        let distinct_high = halves[..ids.len()].windows(2).all(|w| w[0] < w[1]);
+        let halves = halves.into_boxed_slice();
+        SplitSet {
+            halves,
+            distinct_high,
+        }
+    }
+
+    /// The number of ids.
+    pub fn len(&self) -> usize {
+        self.halves.len() / 2
+    }
+
+    /// Whether the set holds no id.
+    pub fn is_empty(&self) -> bool {
+        self.halves.is_empty()
+    }
+
+    /// The ids, sorted.
+    pub fn to_ids(&self) -> Vec<u64> {
+        let (high, low) = self.halves();
+        high.iter()
+            .zip(low)
+            .map(|(&h, &l)| (u64::from(h) << 32) | u64::from(l))
+            .collect()
+    }
+
+    fn halves(&self) -> (&[u32], &[u32]) {
+        self.halves.split_at(self.len())
+    }
+
+    /// The intersection size of the two sets, or `None` when it is below `need`: the same answer as
+    /// [`intersection_at_least_ids`] on the whole ids.
+    pub fn intersection_at_least(&self, other: &SplitSet, need: usize) -> Option<usize> {
+        if !(self.distinct_high && other.distinct_high) {
+            return intersection_at_least_ids(&self.to_ids(), &other.to_ids(), need);
+        }
+        let (a, b) = (self.halves(), other.halves());
+        let dispatch = Dispatch::detect();
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = dispatch.avx512() {
+            if need > 0 {
+                // SAFETY: the token proves AVX-512 F and POPCNT.
+                unsafe { split_at_least_avx512::<false>(token, a, b, need) }?;
+            }
+            // SAFETY: as above.
+            return unsafe { split_at_least_avx512::<true>(token, a, b, need) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = dispatch.avx2() {
+            if need > 0 {
+                // SAFETY: the token proves AVX2.
+                unsafe { split_at_least_avx2::<false>(token, a, b, need) }?;
+            }
+            // SAFETY: as above.
+            return unsafe { split_at_least_avx2::<true>(token, a, b, need) };
+        }
+        let _ = dispatch;
+        if need > 0 {
+            split_merge_at_least::<false>(a, b, need)?;
+        }
+        split_merge_at_least::<true>(a, b, need)
+    }
+
+    /// Exact Jaccard of the two sets (equal to [`jaccard_ids`] on the whole ids).
+    pub fn jaccard(&self, other: &SplitSet) -> f64 {
+        let inter = self
+            .intersection_at_least(other, 0)
+            .expect("every count reaches 0");
+        jaccard_from_counts(inter, self.len(), other.len())
+    }
+}
+
+/// A sorted, deduplicated id set that verification intersects: whole ids (`[u64]`) or a [`SplitSet`].
+pub trait IdSet {
+    /// The number of ids.
+    fn size(&self) -> usize;
+    /// The intersection size with `other`, or `None` when it is below `need`.
+    fn intersection_at_least(&self, other: &Self, need: usize) -> Option<usize>;
+}
+
+impl IdSet for [u64] {
+    fn size(&self) -> usize {
+        self.len()
+    }
+    fn intersection_at_least(&self, other: &Self, need: usize) -> Option<usize> {
+        intersection_at_least_ids(self, other, need)
+    }
+}
+
+impl IdSet for SplitSet {
+    fn size(&self) -> usize {
+        self.len()
+    }
+    fn intersection_at_least(&self, other: &Self, need: usize) -> Option<usize> {
+        SplitSet::intersection_at_least(self, other, need)
+    }
+}
+
+/// The high and low halves of a [`SplitSet`] whose high halves are strictly increasing.
+type Halves<'s> = (&'s [u32], &'s [u32]);
+
+/// The branch-free merge of [`intersection_at_least`] on split sets with distinct high halves: ordered by the
+/// high halves, an equal pair counted when its high halves agree (`EXACT = false`: an upper bound on the
+/// intersection) or when both halves do (`EXACT = true`: the intersection).
+fn split_merge_at_least<const EXACT: bool>(
+    (ah, al): Halves,
+    (bh, bl): Halves,
+    need: usize,
+) -> Option<usize> {
+    let (mut i, mut j, mut n) = (0usize, 0usize, 0usize);
+    loop {
+        let remaining = (ah.len() - i).min(bh.len() - j);
+        if n + remaining < need {
+            return None;
+        }
+        if remaining == 0 {
+            return Some(n);
+        }
+        for _ in 0..64.min(remaining) {
+            let (x, y) = (ah[i], bh[j]);
+            // `&`, not `&&`: no branch on whether the high halves agree.
+            n += ((x == y) & (!EXACT | (al[i] == bl[j]))) as usize;
+            i += (x <= y) as usize;
+            j += (y <= x) as usize;
+        }
+    }
+}
+
+/// Where a vector merge of split sets stopped (fewer ids left on one side than its block): the rest by the
+/// scalar merge, from positions `i` and `j` with `n` counted. No pair of `a[i..] x b[j..]` was compared yet (a
+/// pair is counted only when both its blocks are loaded, and those blocks are behind), as in the 64-bit forms.
+fn split_rest<const EXACT: bool>(
+    (ah, al): Halves,
+    (bh, bl): Halves,
+    (i, j, n): (usize, usize, usize),
+    need: usize,
+) -> Option<usize> {
+    let rest = split_merge_at_least::<EXACT>(
+        (&ah[i..], &al[i..]),
+        (&bh[j..], &bl[j..]),
+        need.saturating_sub(n),
+    )?;
+    let total = n + rest;
+    (total >= need).then_some(total)
+}
+
+/// [`split_merge_at_least`] on AVX-512: a block of 16 high halves of `a` against 8 of `b`, each of `b`'s
+/// broadcast from memory and compared with all 16 at once (`EXACT`: and the low halves of those that agree);
+/// the block whose last high half is smaller advances (both when equal), as in
+/// [`intersection_at_least_avx512`]. Each of `b`'s high halves occurs once in `b`, so a lane of `a` agrees
+/// with at most one and the count is the popcount of the lanes that agree.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,popcnt")]
+fn split_at_least_avx512<const EXACT: bool>(
+    _: Avx512,
+    (ah, al): Halves,
+    (bh, bl): Halves,
+    need: usize,
+) -> Option<usize> {
+    use std::arch::x86_64::*;
+    let (mut i, mut j, mut n) = (0usize, 0usize, 0usize);
+    while i + 16 <= ah.len() && j + 8 <= bh.len() {
+        if n + (ah.len() - i).min(bh.len() - j) < need {
+            return None;
+        }
+        let (high, low): (&[u32; 8], &[u32; 8]) = (
+            bh[j..j + 8].try_into().expect("8 ids"),
+            bl[j..j + 8].try_into().expect("8 ids"),
+        );
+        // SAFETY: i + 16 <= ah.len() == al.len(): both loads read 16 halves inside their slice.
+        let (vh, vl) = unsafe {
+            (
+                _mm512_loadu_si512(ah.as_ptr().add(i).cast()),
+                _mm512_loadu_si512(al.as_ptr().add(i).cast()),
+            )
+        };
+        let mut hit: u16 = 0;
+        for k in 0..8 {
+            let same_high = _mm512_cmpeq_epi32_mask(vh, _mm512_set1_epi32(high[k] as i32));
+            hit |= if EXACT {
+                _mm512_mask_cmpeq_epi32_mask(same_high, vl, _mm512_set1_epi32(low[k] as i32))
+            } else {
+                same_high
+            };
+        }
+        n += hit.count_ones() as usize;
+        let (last_a, last_b) = (ah[i + 15], high[7]);
+        i += 16 * (last_a <= last_b) as usize;
+        j += 8 * (last_b <= last_a) as usize;
+    }
+    split_rest::<EXACT>((ah, al), (bh, bl), (i, j, n), need)
+}
+
+/// The AVX2 form of [`split_at_least_avx512`]: 8 high halves of `a` against 4 of `b`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn split_at_least_avx2<const EXACT: bool>(
+    _: Avx2,
+    (ah, al): Halves,
+    (bh, bl): Halves,
+    need: usize,
+) -> Option<usize> {
+    use std::arch::x86_64::*;
+    let (mut i, mut j, mut n) = (0usize, 0usize, 0usize);
+    while i + 8 <= ah.len() && j + 4 <= bh.len() {
+        if n + (ah.len() - i).min(bh.len() - j) < need {
+            return None;
+        }
+        let (high, low): (&[u32; 4], &[u32; 4]) = (
+            bh[j..j + 4].try_into().expect("4 ids"),
+            bl[j..j + 4].try_into().expect("4 ids"),
+        );
+        // SAFETY: i + 8 <= ah.len() == al.len(): both loads read 8 halves inside their slice.
+        let (vh, vl) = unsafe {
+            (
+                _mm256_loadu_si256(ah.as_ptr().add(i).cast()),
+                _mm256_loadu_si256(al.as_ptr().add(i).cast()),
+            )
+        };
+        let mut hit = _mm256_setzero_si256();
+        for k in 0..4 {
+            let mut same = _mm256_cmpeq_epi32(vh, _mm256_set1_epi32(high[k] as i32));
+            if EXACT {
+                same = _mm256_and_si256(
+                    same,
+                    _mm256_cmpeq_epi32(vl, _mm256_set1_epi32(low[k] as i32)),
+                );
+            }
+            hit = _mm256_or_si256(hit, same);
+        }
+        n += (_mm256_movemask_ps(_mm256_castsi256_ps(hit)) as u32).count_ones() as usize;
+        let (last_a, last_b) = (ah[i + 7], high[3]);
+        i += 8 * (last_a <= last_b) as usize;
+        j += 4 * (last_b <= last_a) as usize;
+    }
+    split_rest::<EXACT>((ah, al), (bh, bl), (i, j, n), need)
+}
+
+/// [`verification_set`] as a [`SplitSet`], built without the intermediate vector of whole ids.
+pub fn verification_split_set(shingler: &Shingler, text: &str) -> SplitSet {
+    thread_local! {
+        static IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    IDS.with_borrow_mut(|ids| {
+        shingler.hashes(text, ids);
+        let kept = crate::shingle::mixed_sort_dedup(ids);
+        SplitSet::from_sorted(&ids[..kept])
+    })
+}
+
 /// A pair found by the join: positions `a < b` in the input, and J.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SimilarPair {
@@ -622,6 +904,98 @@ mod tests {
             }
             assert_eq!(jaccard_ids(&x, &y), jaccard(&x, &y));
         }
+    }
+
+    #[test]
+    fn split_sets_intersect_as_whole_ids() {
+        use rand_xoshiro::Xoshiro256PlusPlus;
+        use rand_xoshiro::rand_core::{Rng, SeedableRng};
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(33);
+        let mut split_paths = 0;
+        for round in 0..3000 {
+            // Kinds of sets: 0, ids spread over all 64 bits (high halves distinct); 1, high halves drawn from a
+            // small pool shared by both sets and low halves from {0, 1, 2}, so the two sets share many high
+            // halves whose ids differ (the first stage's count is above the intersection) while each set's
+            // high halves stay distinct; 2, the same with repeats of a high half within a set (the whole-id
+            // path).
+            let kind = round % 3;
+            let pool = [16u64, 60, 300, 5000][(round / 3) % 4];
+            let mut draw = |len: usize| {
+                let mut v: Vec<u64> = (0..len)
+                    .map(|_| {
+                        let r = rng.next_u64();
+                        match kind {
+                            0 => (r % pool).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                            _ => ((r % pool).wrapping_mul(0x9E37_79B9) << 32) | (r >> 62).min(2),
+                        }
+                    })
+                    .collect();
+                v.sort_unstable();
+                v.dedup();
+                if kind == 1 {
+                    v.dedup_by_key(|x| *x >> 32);
+                }
+                v
+            };
+            let la = (round * 7) % 71 + if round % 5 == 0 { 2000 } else { 0 };
+            let lb = (round * 13) % 67 + if round % 7 == 0 { 1500 } else { 0 };
+            let (x, y) = (draw(la), draw(lb));
+            let (sx, sy) = (SplitSet::from_sorted(&x), SplitSet::from_sorted(&y));
+            assert_eq!((sx.to_ids(), sy.to_ids()), (x.clone(), y.clone()));
+            assert_eq!(sx.len(), x.len());
+            let distinct = sx.distinct_high && sy.distinct_high;
+            if kind != 2 {
+                assert!(distinct, "kind {kind}");
+            }
+            split_paths += distinct as usize;
+            let n = intersection_size(&x, &y);
+            let (hx, hy) = (sx.halves(), sy.halves());
+            let high_count = intersection_size(hx.0, hy.0);
+            for need in [
+                0,
+                n.saturating_sub(1),
+                n,
+                n + 1,
+                n / 2,
+                high_count,
+                high_count + 1,
+            ] {
+                let want = intersection_at_least(&x, &y, need);
+                assert_eq!(
+                    sx.intersection_at_least(&sy, need),
+                    want,
+                    "kind {kind} need {need}"
+                );
+                if !distinct {
+                    continue;
+                }
+                // Each path on its own: the exact stage equals the whole-id count, and the first stage gives
+                // the count of shared high halves (at least the intersection) or `None` below `need`.
+                let bound = (high_count >= need).then_some(high_count);
+                assert_eq!(split_merge_at_least::<true>(hx, hy, need), want);
+                assert_eq!(split_merge_at_least::<false>(hx, hy, need), bound);
+                #[cfg(target_arch = "x86_64")]
+                if let Some(token) = Avx512::detect() {
+                    // SAFETY: the token proves AVX-512 F and POPCNT.
+                    unsafe {
+                        assert_eq!(split_at_least_avx512::<true>(token, hx, hy, need), want);
+                        assert_eq!(split_at_least_avx512::<false>(token, hx, hy, need), bound);
+                    }
+                }
+                #[cfg(target_arch = "x86_64")]
+                if let Some(token) = Avx2::detect() {
+                    // SAFETY: the token proves AVX2.
+                    unsafe {
+                        assert_eq!(split_at_least_avx2::<true>(token, hx, hy, need), want);
+                        assert_eq!(split_at_least_avx2::<false>(token, hx, hy, need), bound);
+                    }
+                }
+            }
+            assert!(high_count >= n);
+            assert_eq!(sx.jaccard(&sy), jaccard(&x, &y));
+        }
+        // Both kinds of pair occurred.
+        assert!(split_paths > 1000 && split_paths < 3000, "{split_paths}");
     }
 
     #[test]

@@ -264,6 +264,13 @@ pub fn mixed_set(ids: &mut Vec<u64>) {
 /// [`mixed_set`] of `ids` into a new vector of exactly its length, leaving `ids` (a buffer the caller reuses)
 /// holding the mixed ids in no particular order.
 pub fn mixed_set_of(ids: &mut [u64]) -> Vec<u64> {
+    let kept = mixed_sort_dedup(ids);
+    ids[..kept].to_vec()
+}
+
+/// [`mixed_set`] in place: the set is `ids[..n]` for the `n` returned, the rest of `ids` is left in no
+/// particular order.
+pub fn mixed_sort_dedup(ids: &mut [u64]) -> usize {
     let n = ids.len();
     // (Digit counts are u32: a set of 2^32 ids or more, which no document here reaches, sorts plainly.)
     if n < 128 || u32::try_from(n).is_err() {
@@ -271,7 +278,7 @@ pub fn mixed_set_of(ids: &mut [u64]) -> Vec<u64> {
             *x = mix64(*x);
         }
         ids.sort_unstable();
-        return dedup_sorted(ids).to_vec();
+        return dedup_sorted(ids).len();
     }
     // B bits per pass: pairs of distinct ids that share their top 2B bits number about n^2 / 2^(2B + 1), under
     // n / 512 for B = ceil((log2 n + 8) / 2); at most 12 (two tables of 4,096 counts).
@@ -319,7 +326,7 @@ pub fn mixed_set_of(ids: &mut [u64]) -> Vec<u64> {
             break;
         }
     }
-    dedup_sorted(ids).to_vec()
+    dedup_sorted(ids).len()
 }
 
 /// Deduplicates a sorted slice in place, without a branch per element (half of a mail's windows repeat), and
