@@ -256,9 +256,8 @@ impl SplitSet {
             return intersection_at_least_ids(&self.to_ids(), &other.to_ids(), need);
         }
         let (a, b) = (self.halves(), other.halves());
-        let dispatch = Dispatch::detect();
         #[cfg(target_arch = "x86_64")]
-        if let Some(token) = dispatch.avx512() {
+        if let Some(token) = Dispatch::detect().avx512() {
             if need > 0 {
                 // SAFETY: the token proves AVX-512 F and POPCNT.
                 unsafe { split_at_least_avx512::<false>(token, a, b, need) }?;
@@ -267,7 +266,7 @@ impl SplitSet {
             return unsafe { split_at_least_avx512::<true>(token, a, b, need) };
         }
         #[cfg(target_arch = "x86_64")]
-        if let Some(token) = dispatch.avx2() {
+        if let Some(token) = Dispatch::detect().avx2() {
             if need > 0 {
                 // SAFETY: the token proves AVX2.
                 unsafe { split_at_least_avx2::<false>(token, a, b, need) }?;
@@ -275,7 +274,6 @@ impl SplitSet {
             // SAFETY: as above.
             return unsafe { split_at_least_avx2::<true>(token, a, b, need) };
         }
-        let _ = dispatch;
         if need > 0 {
             split_merge_at_least::<false>(a, b, need)?;
         }
