@@ -635,7 +635,7 @@ pub fn dedup_signed(
         .pairs
         .par_iter()
         .filter_map(|&(a, b)| {
-            let estimate = kernel.estimate(sig(a), sig(b));
+            let estimate = || kernel.estimate(sig(a), sig(b));
             let sets = match (&sets[a as usize], &sets[b as usize]) {
                 (Some(x), Some(y)) => Some((x, y)),
                 // A loaded document has no text: its pairs fall back to the estimate (said in the pairs file).
@@ -689,7 +689,7 @@ pub fn dedup_signed(
     })
 }
 
-/// Verifies one candidate pair (both documents' `estimate` given, their sorted shingle-id sets when both have
+/// Verifies one candidate pair (`estimate` computes both documents' estimate, called only for a pair not already dropped; their sorted shingle-id sets when both have
 /// them): the pair to keep, or `None`. With sets, a pair whose sizes or overlap cannot reach `t` is dropped
 /// without a full merge (J <= min/max, and the rounded ratio bounds the rounded J from above, so no pair at or
 /// above `t` is lost); without them, exact verification falls back to the estimate.
@@ -698,7 +698,7 @@ pub(crate) fn check_pair<S: exact::IdSet + ?Sized>(
     t: f64,
     a: u32,
     b: u32,
-    estimate: f64,
+    estimate: impl FnOnce() -> f64,
     sets: Option<(&S, &S)>,
 ) -> Option<CheckedPair> {
     let jaccard = match sets {
@@ -713,6 +713,8 @@ pub(crate) fn check_pair<S: exact::IdSet + ?Sized>(
         }
         None => None,
     };
+    // Only now: most candidates with sets were dropped above, without reading their signatures.
+    let estimate = estimate();
     let keep = match verify {
         Verify::None => true,
         Verify::Estimate => estimate >= t,

@@ -348,6 +348,7 @@ fn split_merge_at_least<const EXACT: bool>(
 /// Where a vector merge of split sets stopped (fewer ids left on one side than its block): the rest by the
 /// scalar merge, from positions `i` and `j` with `n` counted. No pair of `a[i..] x b[j..]` was compared yet (a
 /// pair is counted only when both its blocks are loaded, and those blocks are behind), as in the 64-bit forms.
+#[inline(always)]
 fn split_rest<const EXACT: bool>(
     (ah, al): Halves,
     (bh, bl): Halves,

@@ -659,7 +659,7 @@ pub(super) fn run(
                 }
                 let da = &cached.as_ref().expect("loaded").1;
                 let db = store.load(b, &mut buf)?;
-                let estimate = kernel.estimate(&da.sig, &db.sig);
+                let estimate = || kernel.estimate(&da.sig, &db.sig);
                 let sets = exact_sets.then_some((da.set.as_slice(), db.set.as_slice()));
                 out.extend(check_pair(config.verify, t, a, b, estimate, sets));
             }
