@@ -689,10 +689,11 @@ pub fn dedup_signed(
     })
 }
 
-/// Verifies one candidate pair (`estimate` computes both documents' estimate, called only for a pair not already dropped; their sorted shingle-id sets when both have
-/// them): the pair to keep, or `None`. With sets, a pair whose sizes or overlap cannot reach `t` is dropped
-/// without a full merge (J <= min/max, and the rounded ratio bounds the rounded J from above, so no pair at or
-/// above `t` is lost); without them, exact verification falls back to the estimate.
+/// Verifies one candidate pair (`estimate` computes both documents' estimate, called only for a pair not
+/// already dropped; their sorted shingle-id sets when both have them): the pair to keep, or `None`. With
+/// sets, a pair whose sizes or overlap cannot reach `t` is dropped without a full merge (J <= min/max, and the
+/// rounded ratio bounds the rounded J from above, so no pair at or above `t` is lost); without them, exact
+/// verification falls back to the estimate.
 pub(crate) fn check_pair<S: exact::IdSet + ?Sized>(
     verify: Verify,
     t: f64,

@@ -178,12 +178,19 @@ pub fn shingle_set(shingler: &Shingler, text: &str) -> Vec<u64> {
 /// them as between two [`shingle_set`]s, built in fewer passes. Compare such sets only with each other, and do
 /// not sign them (their ids are not window ids).
 pub fn verification_set(shingler: &Shingler, text: &str) -> Vec<u64> {
+    with_verification_ids(shingler, text, <[u64]>::to_vec)
+}
+
+/// `f` of the verification set of `text`, sorted in a per-thread buffer of window ids reused from one text
+/// to the next.
+fn with_verification_ids<R>(shingler: &Shingler, text: &str, f: impl FnOnce(&[u64]) -> R) -> R {
     thread_local! {
         static IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
     }
     IDS.with_borrow_mut(|ids| {
         shingler.hashes(text, ids);
-        crate::shingle::mixed_set_of(ids)
+        let kept = crate::shingle::mixed_sort_dedup(ids);
+        f(&ids[..kept])
     })
 }
 
@@ -458,14 +465,7 @@ fn split_at_least_avx2<const EXACT: bool>(
 
 /// [`verification_set`] as a [`SplitSet`], built without the intermediate vector of whole ids.
 pub fn verification_split_set(shingler: &Shingler, text: &str) -> SplitSet {
-    thread_local! {
-        static IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    IDS.with_borrow_mut(|ids| {
-        shingler.hashes(text, ids);
-        let kept = crate::shingle::mixed_sort_dedup(ids);
-        SplitSet::from_sorted(&ids[..kept])
-    })
+    with_verification_ids(shingler, text, SplitSet::from_sorted)
 }
 
 /// A pair found by the join: positions `a < b` in the input, and J.
