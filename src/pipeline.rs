@@ -43,7 +43,7 @@ pub fn sign_batch(docs: Vec<Document>, shingler: &Shingler, kernel: &dyn Kernel)
         .par_chunks_mut(k)
         .zip(empty.par_iter_mut())
         .zip(docs.par_iter())
-        .with_min_len(8)
+        .with_min_len(2)
         .for_each(|((out, is_empty), doc)| {
             IDS.with_borrow_mut(|ids| {
                 *is_empty = kernel.sign_text(shingler, &doc.text, ids, out);
@@ -59,10 +59,16 @@ pub fn sign_batch(docs: Vec<Document>, shingler: &Shingler, kernel: &dyn Kernel)
 /// Documents per batch on the reading thread: small batches let signing start early and keep the two threads
 /// busy together; the channel holds at most [`QUEUED_BATCHES`] of them.
 const READ_BATCH_DOCS: usize = 256;
-/// A batch on the reading thread also ends once it holds this many bytes of text.
-const READ_BATCH_BYTES: usize = 4 << 20;
+/// A batch on the reading thread also ends once it holds this many bytes of text (about 70 mails).
+///
+/// Reading runs ahead of signing by at most this many batches, so with few cores (where reading, decompressing
+/// and signing share them) a small lead keeps the producers from taking the cores while signing falls
+/// behind, which then leaves signing alone at the end with the backlog; it also keeps the text in flight
+/// in cache. BENCHMARKING.md §11 (eighth round): from 1 MB batches, four queued, and 4 MB read ahead to 256 KB,
+/// two and 1 MB, the `.gz` `sketch --threads 1` went from 45.8 to 42.3 ms on a 2-core VM.
+const READ_BATCH_BYTES: usize = 256 << 10;
 /// Batches read ahead of signing, at most.
-const QUEUED_BATCHES: usize = 4;
+const QUEUED_BATCHES: usize = 2;
 
 /// Reads the whole corpus, signing batch by batch, and calls `consume` on each batch in input order.
 /// Reading (with decompression and parsing) runs on its own thread, a bounded channel ahead of signing, which

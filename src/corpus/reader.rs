@@ -260,9 +260,10 @@ fn open_source(path: &Path, read_ahead: bool) -> Result<Source, ReadError> {
     }
 }
 
-/// Bytes per chunk of a [`ReadAhead`], and chunks it may hold ready ahead of the consumer.
-const AHEAD_CHUNK: usize = 1 << 20;
-const AHEAD_CHUNKS: usize = 4;
+/// Bytes per chunk of a [`ReadAhead`], and chunks it may hold ready ahead of the consumer: a short lead (see
+/// `READ_BATCH_BYTES` in `pipeline.rs`).
+const AHEAD_CHUNK: usize = 512 << 10;
+const AHEAD_CHUNKS: usize = 2;
 
 /// A byte stream read on its own thread, at most [`AHEAD_CHUNKS`] chunks ahead of the consumer, so that
 /// decompression overlaps with parsing. The bytes and errors are the inner stream's, in its order (an error
