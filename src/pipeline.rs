@@ -65,7 +65,7 @@ const READ_BATCH_DOCS: usize = 256;
 /// and signing share them) a small lead keeps the producers from taking the cores while signing falls
 /// behind, which then leaves signing alone at the end with the backlog; it also keeps the text in flight
 /// in cache. BENCHMARKING.md §11 (eighth round): from 1 MB batches, four queued, and 4 MB read ahead to 256 KB,
-/// two and 1 MB, the `.gz` `sketch --threads 1` went from 45.8 to 42.3 ms on a 2-core VM.
+/// two and 1 MB, the `.gz` `sketch --threads 1` went from 46.8 to 40.2 ms on a 2-core VM.
 const READ_BATCH_BYTES: usize = 256 << 10;
 /// Batches read ahead of signing, at most.
 const QUEUED_BATCHES: usize = 2;
