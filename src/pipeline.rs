@@ -43,6 +43,7 @@ pub fn sign_batch(docs: Vec<Document>, shingler: &Shingler, kernel: &dyn Kernel)
         .par_chunks_mut(k)
         .zip(empty.par_iter_mut())
         .zip(docs.par_iter())
+        // Batches are small (see READ_BATCH_BYTES): tasks of 2 documents still spread one over many threads.
         .with_min_len(2)
         .for_each(|((out, is_empty), doc)| {
             IDS.with_borrow_mut(|ids| {
@@ -61,11 +62,12 @@ pub fn sign_batch(docs: Vec<Document>, shingler: &Shingler, kernel: &dyn Kernel)
 const READ_BATCH_DOCS: usize = 256;
 /// A batch on the reading thread also ends once it holds this many bytes of text (about 70 mails).
 ///
-/// Reading runs ahead of signing by at most this many batches, so with few cores (where reading, decompressing
-/// and signing share them) a small lead keeps the producers from taking the cores while signing falls
-/// behind, which then leaves signing alone at the end with the backlog; it also keeps the text in flight
-/// in cache. BENCHMARKING.md §11 (eighth round): from 1 MB batches, four queued, and 4 MB read ahead to 256 KB,
-/// two and 1 MB, the `.gz` `sketch --threads 1` went from 46.8 to 40.2 ms on a 2-core VM.
+/// With this, [`QUEUED_BATCHES`] and the gzip read-ahead's two 512-KB chunks, reading runs little ahead of
+/// signing. With few cores (where reading, decompressing and signing share them) a long lead let the producers
+/// take the cores while signing fell behind, and signing then ran alone at the end with the backlog; a short
+/// one also keeps the text in flight in cache. BENCHMARKING.md §11 (eighth round): from batches of 256 mails
+/// (about 0.9 MB), four queued, and 4 × 1 MB read ahead to 256 KB, two and 2 × 512 KB, the `.gz`
+/// `sketch --threads 1` went from 46.8 to 40.2 ms on a 2-core VM.
 const READ_BATCH_BYTES: usize = 256 << 10;
 /// Batches read ahead of signing, at most.
 const QUEUED_BATCHES: usize = 2;

@@ -292,12 +292,18 @@ unsafe fn unescape_with(
             pos += 2;
             continue;
         }
-        let (c, used) = escape(&b[pos..])?;
-        let mut utf8 = [0u8; 4];
-        out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
-        pos += used;
+        pos += push_escape(&b[pos..], out)?;
     }
     None
+}
+
+/// Appends the char of the escape at the start of `e` (a backslash, then anything but a one-byte escape) to
+/// `out` and returns the escape's length; `None` when [`escape`] refuses it.
+fn push_escape(e: &[u8], out: &mut Vec<u8>) -> Option<usize> {
+    let (c, used) = escape(e)?;
+    let mut utf8 = [0u8; 4];
+    out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+    Some(used)
 }
 
 /// A block of 8 bytes for [`unescape_with`] (a SWAR test finds the quote or backslash), or of the bytes up to
@@ -395,9 +401,7 @@ unsafe fn unescape_avx512(
             if simple == 0 {
                 // SAFETY: as above.
                 unsafe { out.set_len(kept) };
-                let (c, used) = escape(&b[pos + k..])?;
-                let mut utf8 = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+                let used = push_escape(&b[pos + k..], out)?;
                 // (Within the capacity, so not moved; taken again after the call that wrote through `out`.)
                 (olen, base) = (out.len(), out.as_mut_ptr());
                 pos += k + used;
