@@ -241,8 +241,49 @@ pub fn group_stats(
     seed: u64,
     mut similarity: impl FnMut(u32, u32) -> f64,
 ) -> GroupStats {
+    let pairs = stats_pairs(group, pair_budget, seed);
+    let similarities: Vec<f64> = pairs.iter().map(|&(a, b)| similarity(a, b)).collect();
+    group_stats_from(group, edges_in_group, threshold, pair_budget, &similarities)
+}
+
+/// The member pairs [`group_stats`] examines, in the order it examines them: every pair when there are at
+/// most `pair_budget`, else `pair_budget` pairs drawn with replacement by an RNG seeded from `seed` and the
+/// group's first member. With [`group_stats_from`], for callers that compute the similarities themselves
+/// (in parallel, or from a cache).
+pub fn stats_pairs(group: &Group, pair_budget: usize, seed: u64) -> Vec<(u32, u32)> {
     let m = group.members.len();
-    let total_pairs = m * (m - 1) / 2;
+    let total_pairs = m * m.saturating_sub(1) / 2;
+    if total_pairs <= pair_budget {
+        let mut pairs = Vec::with_capacity(total_pairs);
+        for (x, &a) in group.members.iter().enumerate() {
+            for &b in &group.members[x + 1..] {
+                pairs.push((a, b));
+            }
+        }
+        return pairs;
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ group.members[0] as u64);
+    let mut pairs = Vec::with_capacity(pair_budget);
+    while pairs.len() < pair_budget {
+        let x = crate::corpus::pairs::bounded(&mut rng, m as u64) as usize;
+        let y = crate::corpus::pairs::bounded(&mut rng, m as u64) as usize;
+        if x != y {
+            pairs.push((group.members[x], group.members[y]));
+        }
+    }
+    pairs
+}
+
+/// [`group_stats`] from the similarities of [`stats_pairs`]`(group, pair_budget, ..)`, in that order.
+pub fn group_stats_from(
+    group: &Group,
+    edges_in_group: &[Edge],
+    threshold: f64,
+    pair_budget: usize,
+    similarities: &[f64],
+) -> GroupStats {
+    let m = group.members.len();
+    let total_pairs = m * m.saturating_sub(1) / 2;
     let (min_edge, sum_edge) = edges_in_group
         .iter()
         .fold((f64::INFINITY, 0.0), |(mn, s), e| {
@@ -261,44 +302,21 @@ pub fn group_stats(
         } else {
             sum_edge / edges_in_group.len() as f64
         },
-        pairs_examined: 0,
+        pairs_examined: similarities.len(),
         sampled: total_pairs > pair_budget,
         min_pair: f64::INFINITY,
         mean_pair: 0.0,
         pairs_below_threshold: 0,
         pairs_disjoint: 0,
     };
+    // Summed in the order the pairs were examined, so the mean is the same to the last bit however the
+    // similarities were computed.
     let mut sum = 0.0;
-    let mut visit = |a: u32, b: u32, stats: &mut GroupStats| {
-        let s = similarity(a, b);
-        stats.pairs_examined += 1;
+    for &s in similarities {
         stats.min_pair = stats.min_pair.min(s);
         sum += s;
-        if s < threshold {
-            stats.pairs_below_threshold += 1;
-        }
-        if s == 0.0 {
-            stats.pairs_disjoint += 1;
-        }
-    };
-    if !stats.sampled {
-        for (x, &a) in group.members.iter().enumerate() {
-            for &b in &group.members[x + 1..] {
-                visit(a, b, &mut stats);
-            }
-        }
-    } else {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ group.members[0] as u64);
-        let mut drawn = 0;
-        while drawn < pair_budget {
-            let x = crate::corpus::pairs::bounded(&mut rng, m as u64) as usize;
-            let y = crate::corpus::pairs::bounded(&mut rng, m as u64) as usize;
-            if x == y {
-                continue;
-            }
-            visit(group.members[x], group.members[y], &mut stats);
-            drawn += 1;
-        }
+        stats.pairs_below_threshold += (s < threshold) as usize;
+        stats.pairs_disjoint += (s == 0.0) as usize;
     }
     stats.mean_pair = sum / stats.pairs_examined.max(1) as f64;
     if stats.pairs_examined == 0 {
