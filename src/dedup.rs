@@ -461,32 +461,22 @@ pub fn run(
     progress.stage("writing");
     let t_write = Instant::now();
     // The files are written at the same time (each is small, and formatting its rows is most of the cost);
-    // the first error, in this order, is the one reported.
-    let table = |path: &Option<PathBuf>, table: Table| match path {
-        Some(p) => write_table(p, table, &outcome),
-        None => Ok(()),
-    };
-    let (pairs, (clusters, (report, kept))) = rayon::join(
-        || table(&outputs.pairs, Table::Pairs),
-        || {
-            rayon::join(
-                || table(&outputs.clusters, Table::Clusters),
-                || {
-                    rayon::join(
-                        || table(&outputs.group_report, Table::GroupReport),
-                        || match &outputs.kept {
-                            Some(p) => write_file(p, |w| write_kept(w, &outcome, &corpus.texts)),
-                            None => Ok(()),
-                        },
-                    )
-                },
-            )
-        },
-    );
-    pairs?;
-    clusters?;
-    report?;
-    kept?;
+    // the first error, in this order, is the one reported. `None` stands for the kept corpus.
+    let files = [
+        (&outputs.pairs, Some(Table::Pairs)),
+        (&outputs.clusters, Some(Table::Clusters)),
+        (&outputs.group_report, Some(Table::GroupReport)),
+        (&outputs.kept, None),
+    ];
+    let written: Vec<Result<(), DedupError>> = files
+        .par_iter()
+        .filter_map(|(path, which)| Some((path.as_deref()?, *which)))
+        .map(|(path, which)| match which {
+            Some(table) => write_table(path, table, &outcome),
+            None => write_file(path, |w| write_kept(w, &outcome, &corpus.texts)),
+        })
+        .collect();
+    written.into_iter().collect::<Result<(), _>>()?;
     outcome
         .stage_seconds
         .push(("write", t_write.elapsed().as_secs_f64()));
