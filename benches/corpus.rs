@@ -14,6 +14,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lshbench::corpus::synth::{GenConfig, write_corpus};
 use lshbench::corpus::{CorpusReader, ReaderOptions};
+use lshbench::exact;
 use lshbench::shingle::{Normalization, ShingleKind, Shingler};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -93,6 +94,28 @@ fn sets(c: &mut Criterion) {
             texts
                 .iter()
                 .map(|t| shingler.mixed_set(t).len())
+                .sum::<usize>()
+        })
+    });
+    // The window ids alone, before any sorting: what the two below spend beyond hashing.
+    group.bench_function("hashes", |b| {
+        let mut ids = Vec::new();
+        b.iter(|| {
+            texts
+                .iter()
+                .map(|t| {
+                    shingler.hashes(t, &mut ids);
+                    ids.len()
+                })
+                .sum::<usize>()
+        })
+    });
+    // What `dedup`'s set stage builds, one thread.
+    group.bench_function("split", |b| {
+        b.iter(|| {
+            texts
+                .iter()
+                .map(|t| exact::verification_split_set(&shingler, t).len())
                 .sum::<usize>()
         })
     });

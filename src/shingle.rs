@@ -250,8 +250,8 @@ impl Shingler {
 /// The shingle set of `ids` in the form verification compares: each id replaced by [`mix64`] of it, sorted
 /// and deduplicated. `mix64` is a bijection, so two such sets have the same intersection and union sizes as
 /// the sets of the ids themselves: exact Jaccard is unchanged. What changes is the cost of sorting: mixed ids
-/// are spread evenly whatever the windows were (a `char:5` id varies in only 5 of its 8 bytes), so two radix
-/// passes on their top bits (2B of them, with 2^(2B) well above n^2) leave only the rare ids that share those
+/// are spread evenly whatever the windows were (a `char:5` id varies in only 5 of its 8 bytes), so a cheap pass
+/// drops most repeated ids first ([`mix_drop_repeats`]), and two radix passes on their top bits (2B of them, with 2^(2B) well above n^2) leave only the rare ids that share those
 /// bits out of order, and one insertion pass puts them in place with almost no mispredicted branch. About twice
 /// as fast as [`sort_dedup_ids`] on mail texts (`cargo bench --bench corpus -- set`). Ids crafted to share
 /// their top bits after mixing would make that last pass quadratic, so it stops after a budget of moves and
@@ -271,28 +271,27 @@ pub fn mixed_set_of(ids: &mut [u64]) -> Vec<u64> {
 /// [`mixed_set`] in place: the set is `ids[..n]` for the `n` returned, the rest of `ids` is left in no
 /// particular order.
 pub fn mixed_sort_dedup(ids: &mut [u64]) -> usize {
-    let n = ids.len();
     // (Digit counts are u32: a set of 2^32 ids or more, which no document here reaches, sorts plainly.)
-    if n < 128 || u32::try_from(n).is_err() {
+    if ids.len() < 128 || u32::try_from(ids.len()).is_err() {
         for x in ids.iter_mut() {
             *x = mix64(*x);
         }
         ids.sort_unstable();
         return dedup_sorted(ids).len();
     }
+    let n = mix_drop_repeats(ids);
+    let ids = &mut ids[..n];
     // B bits per pass: pairs of distinct ids that share their top 2B bits number about n^2 / 2^(2B + 1), under
     // n / 512 for B = ceil((log2 n + 8) / 2); at most 12 (two tables of 4,096 counts).
-    let b = (n.ilog2() + 9).div_ceil(2).clamp(8, 12);
+    let b = (n.max(1).ilog2() + 9).div_ceil(2).clamp(8, 12);
     let buckets = 1usize << b;
     let mask = (buckets - 1) as u64;
     let (low, high) = (64 - 2 * b, 64 - b);
     let mut counts = vec![0u32; 2 * buckets];
     let (first, second) = counts.split_at_mut(buckets);
-    for x in ids.iter_mut() {
-        let v = mix64(*x);
-        *x = v;
-        first[((v >> low) & mask) as usize] += 1;
-        second[(v >> high) as usize] += 1;
+    for &x in ids.iter() {
+        first[((x >> low) & mask) as usize] += 1;
+        second[(x >> high) as usize] += 1;
     }
     let (mut sum_first, mut sum_second) = (0u32, 0u32);
     for (f, s) in first.iter_mut().zip(second.iter_mut()) {
@@ -310,7 +309,48 @@ pub fn mixed_sort_dedup(ids: &mut [u64]) -> usize {
         ids[second[d] as usize] = x;
         second[d] += 1;
     }
-    // Sorted on the top 2B bits: an insertion pass finishes the order, within a budget of moves.
+    insertion_finish(ids);
+    dedup_sorted(ids).len()
+}
+
+/// The most slots [`mix_drop_repeats`] remembers ids in: 32 KB, which stays in the L1 cache beside the ids.
+const REPEAT_SLOTS: usize = 4096;
+
+/// Replaces each id by its [`mix64`] and moves to the front, in order, every id except those caught as a
+/// repeat of an earlier one; returns how many were kept. Every distinct id is kept at least once, so sorting
+/// and deduplicating the kept ids gives the same set as sorting and deduplicating them all.
+///
+/// Half of a mail's `char:5` windows repeat one earlier in the same mail (headers, markup, quoted lines), and
+/// the radix passes that follow cost several times this pass per id. A direct-mapped table remembers the
+/// last id seen in each slot (slot = the id's low bits, up to [`REPEAT_SLOTS`] of them): an id equal to
+/// what its slot holds is a repeat, for certain, and is dropped; any other id is kept and takes the slot.
+/// Repeats whose slot was taken by another id in between are kept, and the deduplication after the sort
+/// removes them. On the mail corpus 58% of the windows are kept, against 51% distinct. The table starts
+/// each set holding in slot `j` the value `!j`, which no id in slot `j` can equal (their low bits differ),
+/// so nothing is carried over from one set to the next.
+fn mix_drop_repeats(ids: &mut [u64]) -> usize {
+    let slots = ids.len().next_power_of_two().min(REPEAT_SLOTS);
+    let slot_mask = slots - 1;
+    let mut seen: Vec<u64> = (0..slots as u64).map(|j| !j).collect();
+    let mut kept = 0;
+    // Branch-free: every id is written at the next kept position, which advances only past those kept. (A
+    // vector form with gathers and scatters was slower on the Xeon this was measured on, and so was mixing
+    // 8 lanes at once with AVX-512 multiplies, which also slowed the radix passes after it.)
+    for i in 0..ids.len() {
+        let x = mix64(ids[i]);
+        let slot = x as usize & slot_mask;
+        let fresh = seen[slot] != x;
+        seen[slot] = x;
+        ids[kept] = x;
+        kept += fresh as usize;
+    }
+    kept
+}
+
+/// Finishes sorting `ids`, already in order on their top bits, by insertion: ids crafted to share their top
+/// bits would make this quadratic, so after a budget of moves the rest is left to `sort_unstable`.
+fn insertion_finish(ids: &mut [u64]) {
+    let n = ids.len();
     let mut budget = 4 * n + 1024;
     for i in 1..n {
         let x = ids[i];
@@ -326,7 +366,6 @@ pub fn mixed_sort_dedup(ids: &mut [u64]) -> usize {
             break;
         }
     }
-    dedup_sorted(ids).len()
 }
 
 /// Deduplicates a sorted slice in place, without a branch per element (half of a mail's windows repeat), and
@@ -839,7 +878,7 @@ mod tests {
     /// Id lists of many shapes: real `char:5` ids, then for sizes around the small-input cut-offs: spread
     /// (hash-like), many duplicates, small values (constant high bytes), three values, a descending run, and ids
     /// whose `mix64` shares its top 28 bits (all of them alike in `mixed_set`'s radix digits, so its insertion
-    /// pass runs out of budget and hands over to `sort_unstable`).
+    /// pass runs out of budget and hands over to `sort_unstable`), and the repeat filter's hard cases.
     fn id_lists() -> Vec<Vec<u64>> {
         use rand_xoshiro::Xoshiro256PlusPlus;
         use rand_xoshiro::rand_core::{Rng, SeedableRng};
@@ -867,6 +906,15 @@ mod tests {
                     .map(|_| unmix64(0x5a5_a5a5 << 36 | rng.next_u64() >> 28))
                     .collect(),
             );
+            // For the repeat filter: ids that take turns in one slot (each evicts the other, so no repeat is
+            // caught), ids whose mixes are the slots' starting values or their neighbours, and runs of one id.
+            inputs.push(
+                (0..n)
+                    .map(|i| unmix64(((i % 5) as u64) << 40 | 0x7ff))
+                    .collect(),
+            );
+            inputs.push((0..n).map(|i| unmix64(!((i % 4099) as u64))).collect());
+            inputs.push((0..n).map(|i| unmix64((i / 7) as u64)).collect());
         }
         inputs
     }
