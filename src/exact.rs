@@ -242,6 +242,20 @@ pub const BITMAP_MIN_IDS: usize = 32;
 /// filter drops first at any threshold above 1/8) are not bounded by them.
 const FOLDS: usize = 4;
 
+/// Whether the bitmap loops may use the `popcnt` instruction: on the vector paths (`portable` and `scalar` keep
+/// the plain code), where the CPU has it.
+#[cfg(target_arch = "x86_64")]
+fn popcnt(d: Dispatch) -> bool {
+    (d.avx512().is_some() || d.avx2().is_some()) && std::arch::is_x86_feature_detected!("popcnt")
+}
+
+/// Word `w` of `bits` folded into `blocks` equal blocks: the OR of word `w` of each block.
+#[inline(always)]
+fn folded_word(bits: &[u64], blocks: usize, w: usize) -> u64 {
+    let m = bits.len() / blocks;
+    (0..blocks).fold(0, |acc, i| acc | bits[i * m + w])
+}
+
 /// popcount(`small` AND `large` folded to the size of `small`): bit j of the fold is the OR of `large`'s bits
 /// j, j + m, j + 2m, ... (m = `small`'s size in bits), which is bit `id mod m` of the larger set.
 fn shared_bits(small: &[u64], large: &[u64]) -> usize {
@@ -254,10 +268,8 @@ fn shared_bits(small: &[u64], large: &[u64]) -> usize {
             // SAFETY: the token proves AVX-512 F/BW/VL and POPCNT; VPOPCNTDQ was detected just now.
             return unsafe { shared_bits_vpopcnt(token, small, large) };
         }
-        if (d.avx512().is_some() || d.avx2().is_some())
-            && std::arch::is_x86_feature_detected!("popcnt")
-        {
-            // SAFETY: POPCNT was detected just now.
+        if popcnt(d) {
+            // SAFETY: `popcnt` detected the instruction.
             return unsafe { shared_bits_popcnt(small, large) };
         }
     }
@@ -294,7 +306,7 @@ fn shared_bits_generic(small: &[u64], large: &[u64]) -> usize {
                 .sum()
         }
         blocks => (0..m)
-            .map(|w| pop(small[w] & (0..blocks).fold(0, |f, i| f | large[i * m + w])))
+            .map(|w| pop(small[w] & folded_word(large, blocks, w)))
             .sum(),
     }
 }
@@ -310,11 +322,8 @@ fn presence(ids: &[u64]) -> (Box<[u64]>, [u32; FOLDS]) {
     let mut bits = vec![0u64; m / 64];
     #[cfg(target_arch = "x86_64")]
     {
-        let d = Dispatch::detect();
-        if (d.avx512().is_some() || d.avx2().is_some())
-            && std::arch::is_x86_feature_detected!("popcnt")
-        {
-            // SAFETY: POPCNT was detected just now.
+        if popcnt(Dispatch::detect()) {
+            // SAFETY: `popcnt` detected the instruction.
             let excess = unsafe { presence_popcnt(ids, &mut bits) };
             return (bits.into_boxed_slice(), excess);
         }
@@ -346,11 +355,7 @@ fn presence_generic(ids: &[u64], bits: &mut [u64]) -> [u32; FOLDS] {
             break;
         }
         let set: u32 = (0..m)
-            .map(|w| {
-                (0..blocks)
-                    .fold(0, |acc, i| acc | bits[i * m + w])
-                    .count_ones()
-            })
+            .map(|w| folded_word(bits, blocks, w).count_ones())
             .sum();
         *e = n - set;
     }
@@ -419,7 +424,7 @@ impl SplitSet {
 
     /// The bitmaps' upper bound on the intersection size ([`SplitSet`]), or `None` when either set has no
     /// bitmap or the two differ in size too much.
-    pub fn bitmap_bound(&self, other: &SplitSet) -> Option<usize> {
+    fn bitmap_bound(&self, other: &SplitSet) -> Option<usize> {
         if self.bits.is_empty() || other.bits.is_empty() {
             return None;
         }
@@ -439,14 +444,14 @@ impl SplitSet {
     /// The merges of [`intersection_at_least`](SplitSet::intersection_at_least): the high halves first when
     /// `high_first` (and `need` is above 0), then both halves.
     fn merge_at_least(&self, other: &SplitSet, need: usize, high_first: bool) -> Option<usize> {
-        let need1 = if high_first { need } else { 0 };
+        let first_stage_need = if high_first { need } else { 0 };
         if !(self.distinct_high && other.distinct_high) {
             return intersection_at_least_ids(&self.to_ids(), &other.to_ids(), need);
         }
         let (a, b) = (self.halves(), other.halves());
         #[cfg(target_arch = "x86_64")]
         if let Some(token) = Dispatch::detect().avx512() {
-            if need1 > 0 {
+            if first_stage_need > 0 {
                 // SAFETY: the token proves AVX-512 F and POPCNT.
                 unsafe { split_at_least_avx512::<false>(token, a, b, need) }?;
             }
@@ -455,14 +460,14 @@ impl SplitSet {
         }
         #[cfg(target_arch = "x86_64")]
         if let Some(token) = Dispatch::detect().avx2() {
-            if need1 > 0 {
+            if first_stage_need > 0 {
                 // SAFETY: the token proves AVX2.
                 unsafe { split_at_least_avx2::<false>(token, a, b, need) }?;
             }
             // SAFETY: as above.
             return unsafe { split_at_least_avx2::<true>(token, a, b, need) };
         }
-        if need1 > 0 {
+        if first_stage_need > 0 {
             split_merge_at_least::<false>(a, b, need)?;
         }
         split_merge_at_least::<true>(a, b, need)
