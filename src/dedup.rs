@@ -615,14 +615,16 @@ pub fn dedup_signed(
         needed.par_sort_unstable();
         needed.dedup();
         needed.retain(|&i| i as usize >= corpus.loaded);
+        let arena = exact::SetArena::new();
         let built: Vec<(u32, exact::SplitSet)> = needed
             .par_iter()
             .map(|&i| {
                 (
                     i,
-                    exact::verification_split_set(
+                    exact::verification_split_set_in(
                         shingler,
                         &corpus.texts[i as usize - corpus.loaded],
+                        &arena,
                     ),
                 )
             })

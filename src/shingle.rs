@@ -282,6 +282,9 @@ pub fn mixed_sort_dedup(ids: &mut [u64]) -> usize {
     }
     let n = mix_drop_repeats(ids);
     let ids = &mut ids[..n];
+    if n <= ONE_PASS_MAX_IDS {
+        return one_pass_sort_dedup(ids);
+    }
     // B bits per pass: pairs of distinct ids that share their top 2B bits number about n^2 / 2^(2B + 1), under
     // n / 512 for B = ceil((log2 n + 8) / 2); at most 12 (two tables of 4,096 counts).
     let b = (n.max(1).ilog2() + 9).div_ceil(2).clamp(8, 12);
@@ -312,6 +315,40 @@ pub fn mixed_sort_dedup(ids: &mut [u64]) -> usize {
     }
     insertion_finish(ids);
     dedup_sorted(ids).len()
+}
+
+/// The most ids [`mixed_sort_dedup`] sorts in one radix pass (a table of up to 2^16 counts, 256 KB).
+const ONE_PASS_MAX_IDS: usize = 1 << 14;
+
+/// Sorts and deduplicates `ids` (mixed, so spread evenly) with one counting pass on their top bits, 2 to 4
+/// buckets per id, then an insertion pass for the few ids that share a bucket; the set is `ids[..returned]`.
+fn one_pass_sort_dedup(ids: &mut [u64]) -> usize {
+    let n = ids.len();
+    let b = (n.max(1).ilog2() + 2).clamp(8, 16);
+    let shift = 64 - b;
+    let mut counts = vec![0u32; 1 << b];
+    for &x in ids.iter() {
+        counts[(x >> shift) as usize] += 1;
+    }
+    let mut sum = 0u32;
+    for c in counts.iter_mut() {
+        (*c, sum) = (sum, sum + *c);
+    }
+    let mut out = vec![0u64; n];
+    for &x in ids.iter() {
+        let d = (x >> shift) as usize;
+        out[counts[d] as usize] = x;
+        counts[d] += 1;
+    }
+    insertion_finish(&mut out);
+    let (mut kept, mut prev) = (1usize, out[0]);
+    ids[0] = prev;
+    for &x in &out[1..] {
+        ids[kept] = x;
+        kept += (x != prev) as usize;
+        prev = x;
+    }
+    kept
 }
 
 /// The most slots [`mix_drop_repeats`] remembers ids in: 32 KB, which stays in the L1 cache beside the ids.
