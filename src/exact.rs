@@ -1292,7 +1292,7 @@ mod tests {
             v
         };
         // Sizes from empty to one larger than half a mapping (a mapping of its own), and enough sets in all
-        // (about 70 MB) to fill more than two shared mappings, so sets meet at mapping boundaries. Each set is
+        // (about 80 MB) to fill more than two shared mappings, so sets meet at mapping boundaries. Each set is
         // checked after all are built: a set written over another's bytes would change it.
         let mut sizes: Vec<usize> = vec![0, 1, 31, 32, 33, 100, REGION_BYTES / 16 + 1];
         sizes.extend((0..260).map(|i| 20_000 + 37 * i));

@@ -251,9 +251,9 @@ impl Shingler {
 /// and deduplicated. `mix64` is a bijection, so two such sets have the same intersection and union sizes as
 /// the sets of the ids themselves: exact Jaccard is unchanged. What changes is the cost of sorting: mixed ids
 /// are spread evenly whatever the windows were (a `char:5` id varies in only 5 of its 8 bytes), so a cheap pass
-/// drops most repeated ids first (a direct-mapped table of the last id per slot), and two radix passes on their
-/// top bits (2B of them, with 2^(2B) well above n^2) leave only the rare ids that share those bits out of order,
-/// and one insertion pass puts them in place with almost no mispredicted branch. About twice
+/// drops most repeated ids first (a direct-mapped table of the last id per slot), and radix passes on their top
+/// bits leave only the ids that share those bits out of order, which one insertion pass puts in place: one
+/// counting pass on log2 n + 2 bits for up to 16,384 ids, two passes of B bits (2^(2B) well above n^2) above. About twice
 /// as fast as [`sort_dedup_ids`] on mail texts (`cargo bench --bench corpus -- set`). Ids crafted to share
 /// their top bits after mixing would make that last pass quadratic, so it stops after a budget of moves and
 /// leaves the rest to `sort_unstable`: the worst case stays O(n log n). Compare such sets only with each
