@@ -398,7 +398,7 @@ struct Region {
 }
 
 // SAFETY: a region is plain memory owned by its mapping; the arena hands out disjoint ranges of it, each
-// written by one thread (through `ArenaSlice`'s exclusive construction) and only read after that.
+// written by one thread (while its `Slab` is built, the only reference to it) and only read after that.
 unsafe impl Send for Region {}
 // SAFETY: as for `Send`: shared references to a region only read its `base` and `len`.
 unsafe impl Sync for Region {}
