@@ -291,28 +291,30 @@ pub fn mixed_sort_dedup(ids: &mut [u64]) -> usize {
     let buckets = 1usize << b;
     let mask = (buckets - 1) as u64;
     let (low, high) = (64 - 2 * b, 64 - b);
-    let mut counts = vec![0u32; 2 * buckets];
-    let (first, second) = counts.split_at_mut(buckets);
-    for &x in ids.iter() {
-        first[((x >> low) & mask) as usize] += 1;
-        second[(x >> high) as usize] += 1;
-    }
-    let (mut sum_first, mut sum_second) = (0u32, 0u32);
-    for (f, s) in first.iter_mut().zip(second.iter_mut()) {
-        (*f, sum_first) = (sum_first, sum_first + *f);
-        (*s, sum_second) = (sum_second, sum_second + *s);
-    }
-    let mut by_low = vec![0u64; n];
-    for &x in ids.iter() {
-        let d = ((x >> low) & mask) as usize;
-        by_low[first[d] as usize] = x;
-        first[d] += 1;
-    }
-    for &x in &by_low {
-        let d = (x >> high) as usize;
-        ids[second[d] as usize] = x;
-        second[d] += 1;
-    }
+    SCRATCH.with_borrow_mut(|scratch| {
+        scratch.counts(2 * buckets);
+        let (counts, by_low) = scratch.counts_and_out(2 * buckets, n);
+        let (first, second) = counts.split_at_mut(buckets);
+        for &x in ids.iter() {
+            first[((x >> low) & mask) as usize] += 1;
+            second[(x >> high) as usize] += 1;
+        }
+        let (mut sum_first, mut sum_second) = (0u32, 0u32);
+        for (f, s) in first.iter_mut().zip(second.iter_mut()) {
+            (*f, sum_first) = (sum_first, sum_first + *f);
+            (*s, sum_second) = (sum_second, sum_second + *s);
+        }
+        for &x in ids.iter() {
+            let d = ((x >> low) & mask) as usize;
+            by_low[first[d] as usize] = x;
+            first[d] += 1;
+        }
+        for &x in by_low.iter() {
+            let d = (x >> high) as usize;
+            ids[second[d] as usize] = x;
+            second[d] += 1;
+        }
+    });
     insertion_finish(ids);
     dedup_sorted(ids).len()
 }
@@ -323,32 +325,72 @@ const ONE_PASS_MAX_IDS: usize = 1 << 14;
 /// Sorts and deduplicates `ids` (mixed, so spread evenly) with one counting pass on their top bits, 2 to 4
 /// buckets per id, then an insertion pass for the few ids that share a bucket; the set is `ids[..returned]`.
 fn one_pass_sort_dedup(ids: &mut [u64]) -> usize {
-    let n = ids.len();
-    let b = (n.max(1).ilog2() + 2).clamp(8, 16);
-    let shift = 64 - b;
-    let mut counts = vec![0u32; 1 << b];
-    for &x in ids.iter() {
-        counts[(x >> shift) as usize] += 1;
+    SCRATCH.with_borrow_mut(|scratch| {
+        let n = ids.len();
+        let b = (n.max(1).ilog2() + 2).clamp(8, 16);
+        let shift = 64 - b;
+        let counts = scratch.counts(1 << b);
+        for &x in ids.iter() {
+            counts[(x >> shift) as usize] += 1;
+        }
+        let mut sum = 0u32;
+        for c in counts.iter_mut() {
+            (*c, sum) = (sum, sum + *c);
+        }
+        let (counts, out) = scratch.counts_and_out(1 << b, n);
+        for &x in ids.iter() {
+            let d = (x >> shift) as usize;
+            out[counts[d] as usize] = x;
+            counts[d] += 1;
+        }
+        insertion_finish(out);
+        let (mut kept, mut prev) = (1usize, out[0]);
+        ids[0] = prev;
+        for &x in &out[1..] {
+            ids[kept] = x;
+            kept += (x != prev) as usize;
+            prev = x;
+        }
+        kept
+    })
+}
+
+/// Per-thread buffers of the sorts above, kept from one set to the next: allocating them afresh for each
+/// set (zeroed, up to 256 KB of counts and 128 KB of ids) cost about a tenth of the sort.
+#[derive(Default)]
+struct SortScratch {
+    counts: Vec<u32>,
+    out: Vec<u64>,
+    seen: Vec<u64>,
+}
+
+impl SortScratch {
+    /// `len` zeroed counts.
+    fn counts(&mut self, len: usize) -> &mut [u32] {
+        self.counts.clear();
+        self.counts.resize(len, 0);
+        &mut self.counts
     }
-    let mut sum = 0u32;
-    for c in counts.iter_mut() {
-        (*c, sum) = (sum, sum + *c);
+
+    /// The counts as [`SortScratch::counts`] left them (`len` of them), and `n` ids of space whose contents
+    /// are left over from earlier sets (every one is written before it is read).
+    fn counts_and_out(&mut self, len: usize, n: usize) -> (&mut [u32], &mut [u64]) {
+        if self.out.len() < n {
+            self.out.resize(n, 0);
+        }
+        (&mut self.counts[..len], &mut self.out[..n])
     }
-    let mut out = vec![0u64; n];
-    for &x in ids.iter() {
-        let d = (x >> shift) as usize;
-        out[counts[d] as usize] = x;
-        counts[d] += 1;
+
+    /// `slots` slots for [`mix_drop_repeats`], slot `j` holding `!j`.
+    fn seen(&mut self, slots: usize) -> &mut [u64] {
+        self.seen.clear();
+        self.seen.extend((0..slots as u64).map(|j| !j));
+        &mut self.seen
     }
-    insertion_finish(&mut out);
-    let (mut kept, mut prev) = (1usize, out[0]);
-    ids[0] = prev;
-    for &x in &out[1..] {
-        ids[kept] = x;
-        kept += (x != prev) as usize;
-        prev = x;
-    }
-    kept
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<SortScratch> = std::cell::RefCell::new(SortScratch::default());
 }
 
 /// The most slots [`mix_drop_repeats`] remembers ids in: 32 KB, which stays in the L1 cache beside the ids.
@@ -369,20 +411,22 @@ const REPEAT_SLOTS: usize = 4096;
 fn mix_drop_repeats(ids: &mut [u64]) -> usize {
     let slots = ids.len().next_power_of_two().min(REPEAT_SLOTS);
     let slot_mask = slots - 1;
-    let mut seen: Vec<u64> = (0..slots as u64).map(|j| !j).collect();
-    let mut kept = 0;
-    // Branch-free: every id is written at the next kept position, which advances only past those kept. (A
-    // vector form with gathers and scatters was slower on the Xeon this was measured on, and so was mixing
-    // 8 lanes at once with AVX-512 multiplies, which also slowed the radix passes after it.)
-    for i in 0..ids.len() {
-        let x = mix64(ids[i]);
-        let slot = x as usize & slot_mask;
-        let fresh = seen[slot] != x;
-        seen[slot] = x;
-        ids[kept] = x;
-        kept += fresh as usize;
-    }
-    kept
+    SCRATCH.with_borrow_mut(|scratch| {
+        let seen = scratch.seen(slots);
+        let mut kept = 0;
+        // Branch-free: every id is written at the next kept position, which advances only past those kept. (A
+        // vector form with gathers and scatters was slower on the Xeon this was measured on, and so was mixing
+        // 8 lanes at once with AVX-512 multiplies, which also slowed the radix passes after it.)
+        for i in 0..ids.len() {
+            let x = mix64(ids[i]);
+            let slot = x as usize & slot_mask;
+            let fresh = seen[slot] != x;
+            seen[slot] = x;
+            ids[kept] = x;
+            kept += fresh as usize;
+        }
+        kept
+    })
 }
 
 /// Finishes sorting `ids`, already in order on their top bits, by insertion: ids crafted to share their top
