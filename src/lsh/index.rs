@@ -310,14 +310,29 @@ pub fn batch_candidates_limited(
         }
     }
 
-    // 2. Band the class representatives, each band in parallel, and walk the buckets.
-    let per_band: Vec<(Vec<u64>, u64, u64, u64, u64)> = (0..hasher.banding.bands)
+    // 2. Band the class representatives, each band in parallel, and walk the buckets. The keys are computed
+    // representative by representative, all bands at once: each signature is then read once, in order,
+    // instead of a few bytes of it per band (which on the mail corpus was most of this step).
+    let bands = hasher.banding.bands;
+    let mut keys = vec![0u64; reps.len() * bands];
+    keys.par_chunks_mut(bands)
+        .zip(reps.par_iter())
+        .with_min_len(64)
+        .for_each(|(out, &rep)| {
+            let s = sig(rep as usize);
+            for (band, key) in out.iter_mut().enumerate() {
+                *key = hasher.key(band, s);
+            }
+        });
+    let per_band: Vec<(Vec<u64>, u64, u64, u64, u64)> = (0..bands)
         .into_par_iter()
         .map(|band| {
-            let mut keyed: Vec<(u64, u32)> = reps
+            let mut keyed: Vec<(u64, u32)> = keys
                 .iter()
+                .skip(band)
+                .step_by(bands)
                 .enumerate()
-                .map(|(c, &rep)| (hasher.key(band, sig(rep as usize)), c as u32))
+                .map(|(c, &key)| (key, c as u32))
                 .collect();
             keyed.sort_unstable();
             let mut out = Vec::new();
