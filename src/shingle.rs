@@ -292,7 +292,6 @@ pub fn mixed_sort_dedup(ids: &mut [u64]) -> usize {
     let mask = (buckets - 1) as u64;
     let (low, high) = (64 - 2 * b, 64 - b);
     SCRATCH.with_borrow_mut(|scratch| {
-        scratch.counts(2 * buckets);
         let (counts, by_low) = scratch.counts_and_out(2 * buckets, n);
         let (first, second) = counts.split_at_mut(buckets);
         for &x in ids.iter() {
@@ -329,7 +328,7 @@ fn one_pass_sort_dedup(ids: &mut [u64]) -> usize {
         let n = ids.len();
         let b = (n.max(1).ilog2() + 2).clamp(8, 16);
         let shift = 64 - b;
-        let counts = scratch.counts(1 << b);
+        let (counts, out) = scratch.counts_and_out(1 << b, n);
         for &x in ids.iter() {
             counts[(x >> shift) as usize] += 1;
         }
@@ -337,7 +336,6 @@ fn one_pass_sort_dedup(ids: &mut [u64]) -> usize {
         for c in counts.iter_mut() {
             (*c, sum) = (sum, sum + *c);
         }
-        let (counts, out) = scratch.counts_and_out(1 << b, n);
         for &x in ids.iter() {
             let d = (x >> shift) as usize;
             out[counts[d] as usize] = x;
@@ -365,20 +363,15 @@ struct SortScratch {
 }
 
 impl SortScratch {
-    /// `len` zeroed counts.
-    fn counts(&mut self, len: usize) -> &mut [u32] {
+    /// `len` zeroed counts, and `n` ids of space whose contents are left over from earlier sets (the
+    /// scatter writes every one before anything reads it).
+    fn counts_and_out(&mut self, len: usize, n: usize) -> (&mut [u32], &mut [u64]) {
         self.counts.clear();
         self.counts.resize(len, 0);
-        &mut self.counts
-    }
-
-    /// The counts as [`SortScratch::counts`] left them (`len` of them), and `n` ids of space whose contents
-    /// are left over from earlier sets (every one is written before it is read).
-    fn counts_and_out(&mut self, len: usize, n: usize) -> (&mut [u32], &mut [u64]) {
         if self.out.len() < n {
             self.out.resize(n, 0);
         }
-        (&mut self.counts[..len], &mut self.out[..n])
+        (&mut self.counts, &mut self.out[..n])
     }
 
     /// `slots` slots for [`mix_drop_repeats`], slot `j` holding `!j`.
