@@ -300,20 +300,51 @@ pub mod x86 {
         /// The CPU must support AVX2 (a `Mix64x4` exists only where it does; `unsafe fn` so that it inlines).
         #[inline(always)]
         pub unsafe fn mix(&self, z: __m256i) -> __m256i {
+            // SAFETY: AVX2 by this function's contract.
+            unsafe { self.finish(self.second(self.first(z))) }
+        }
+
+        /// `mix64`'s first xor-shift and multiply: with [`Mix64x4::second`] and [`Mix64x4::finish`], the
+        /// stages of [`Mix64x4::mix`], for loops that software-pipeline it.
+        ///
+        /// # Safety
+        /// As [`Mix64x4::mix`].
+        #[inline(always)]
+        pub unsafe fn first(&self, z: __m256i) -> __m256i {
             // SAFETY: AVX2 by this function's contract; register operations only.
             unsafe {
-                let z = mullo64_x4(
+                mullo64_x4(
                     _mm256_xor_si256(z, _mm256_srli_epi64::<30>(z)),
                     self.c1.0,
                     self.c1.1,
-                );
-                let z = mullo64_x4(
+                )
+            }
+        }
+
+        /// `mix64`'s second xor-shift and multiply.
+        ///
+        /// # Safety
+        /// As [`Mix64x4::mix`].
+        #[inline(always)]
+        pub unsafe fn second(&self, z: __m256i) -> __m256i {
+            // SAFETY: AVX2 by this function's contract; register operations only.
+            unsafe {
+                mullo64_x4(
                     _mm256_xor_si256(z, _mm256_srli_epi64::<27>(z)),
                     self.c2.0,
                     self.c2.1,
-                );
-                _mm256_xor_si256(z, _mm256_srli_epi64::<31>(z))
+                )
             }
+        }
+
+        /// `mix64`'s last xor-shift.
+        ///
+        /// # Safety
+        /// As [`Mix64x4::mix`].
+        #[inline(always)]
+        pub unsafe fn finish(&self, z: __m256i) -> __m256i {
+            // SAFETY: AVX2 by this function's contract; register operations only.
+            unsafe { _mm256_xor_si256(z, _mm256_srli_epi64::<31>(z)) }
         }
     }
 
