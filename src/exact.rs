@@ -374,9 +374,17 @@ fn presence_generic(ids: &[u64], bits: &mut [u64]) -> [u32; FOLDS] {
 /// does not, the pages are ordinary ones, as before). The arena never frees a set's arrays on their own: a
 /// mapping is unmapped when the last set in it is dropped. Where a mapping cannot be made, the arrays come
 /// from the heap.
+///
+/// [`SetArena::prefault_one`] lets a thread with nothing better to do fault mappings in ahead of the sets
+/// (the kernel zeroes each page when it is first written, which is most of what a fresh page costs), and
+/// [`SetArena::close`] ends that and unmaps what was not used.
 #[derive(Debug, Default)]
 pub struct SetArena {
     tail: std::sync::Mutex<ArenaTail>,
+    /// Mappings already faulted in, taken before a new one is made.
+    spare: std::sync::Mutex<Vec<std::sync::Arc<Region>>>,
+    /// Set by [`SetArena::close`]: no more mappings are faulted in ahead.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// The mapping sets are being taken from, and how many of its bytes are taken.
@@ -524,7 +532,11 @@ impl SetArena {
             .as_ref()
             .is_some_and(|r| tail.used + bytes <= r.len);
         if !fits {
-            tail.region = Some(std::sync::Arc::new(Region::new(REGION_BYTES)?));
+            let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            tail.region = Some(match spare {
+                Some(region) => region,
+                None => std::sync::Arc::new(Region::new(REGION_BYTES)?),
+            });
             tail.used = 0;
         }
         let region = tail.region.clone().expect("a region was just made");
@@ -532,6 +544,46 @@ impl SetArena {
         let ptr = unsafe { region.base.add(tail.used) };
         tail.used += bytes;
         Some((region, ptr))
+    }
+}
+
+impl SetArena {
+    /// Makes one mapping, writes a zero byte to each of its pages (so the kernel allocates and zeroes them
+    /// now), and keeps it for the sets to come. Returns the bytes added: 0 once the arena is closed (checked
+    /// every 2 MB) or where no mapping can be made.
+    pub fn prefault_one(&self) -> usize {
+        use std::sync::atomic::Ordering;
+        if self.closed.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let Some(region) = Region::new(REGION_BYTES) else {
+            return 0;
+        };
+        const PAGE: usize = 4096;
+        for chunk in (0..region.len).step_by(2 << 20) {
+            if self.closed.load(Ordering::Relaxed) {
+                return 0;
+            }
+            for off in (chunk..(chunk + (2 << 20)).min(region.len)).step_by(PAGE) {
+                // SAFETY: off < region.len, inside the mapping, which no set has been given yet (it is only
+                // shared once pushed below): this thread is the only one to touch it.
+                unsafe { region.base.add(off).write_volatile(0) };
+            }
+        }
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        if self.closed.load(Ordering::Relaxed) {
+            return 0;
+        }
+        spare.push(std::sync::Arc::new(region));
+        REGION_BYTES
+    }
+
+    /// Ends [`SetArena::prefault_one`]'s work and unmaps the faulted-in mappings no set has taken. Sets can
+    /// still be made in the arena afterwards (from fresh mappings).
+    pub fn close(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.spare.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 }
 
@@ -1317,6 +1369,60 @@ mod tests {
         // Every non-empty set came from a mapping (an empty array takes no memory, and a heap fallback
         // would make this test check nothing).
         assert_eq!(mapped, sizes.iter().filter(|&&n| n > 0).count());
+    }
+
+    /// Mappings faulted in ahead are what the sets take first, including while another one is being faulted
+    /// in; the sets equal heap-built ones; closing unmaps the rest and stops further prefaulting.
+    #[test]
+    fn prefaulted_mappings_are_taken_first_and_closing_ends_them() {
+        use rand_xoshiro::Xoshiro256PlusPlus;
+        use rand_xoshiro::rand_core::{Rng, SeedableRng};
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(35);
+        // About 48 MB of arrays (9 bytes per id and the bitmaps): more than one mapping, less than three.
+        let id_sets: Vec<Vec<u64>> = (0..200)
+            .map(|i| {
+                let mut v: Vec<u64> = (0..20_000 + 13 * i).map(|_| rng.next_u64()).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            })
+            .collect();
+        let arena = SetArena::new();
+        assert_eq!(arena.prefault_one(), REGION_BYTES);
+        assert_eq!(arena.prefault_one(), REGION_BYTES);
+        let spare: Vec<usize> = arena
+            .spare
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.base.as_ptr() as usize)
+            .collect();
+        let sets: Vec<SplitSet> = std::thread::scope(|s| {
+            s.spawn(|| arena.prefault_one());
+            id_sets
+                .par_iter()
+                .map(|ids| SplitSet::from_sorted_in(ids, &arena))
+                .collect()
+        });
+        // The sets started in the prefaulted mappings (taken before any new one is made).
+        let in_spare = |p: usize| spare.iter().any(|&b| (b..b + REGION_BYTES).contains(&p));
+        let from_spare = sets
+            .iter()
+            .filter(|set| match &set.halves {
+                Slab::Arena { ptr, .. } => in_spare(ptr.as_ptr() as usize),
+                Slab::Heap(_) => false,
+            })
+            .count();
+        assert!(from_spare > 0, "no set took a prefaulted mapping");
+        for (ids, set) in id_sets.iter().zip(&sets) {
+            assert_eq!(set, &SplitSet::from_sorted(ids));
+        }
+        arena.close();
+        assert!(arena.spare.lock().unwrap().is_empty());
+        assert_eq!(arena.prefault_one(), 0);
+        // A closed arena still makes sets, from fresh mappings.
+        let late = SplitSet::from_sorted_in(&id_sets[0], &arena);
+        assert_eq!(late, SplitSet::from_sorted(&id_sets[0]));
     }
 
     #[test]
