@@ -336,19 +336,21 @@ impl DedupOutcome {
 /// Verification-set memory faulted in on a background thread while the corpus is read ([`run`], exact
 /// verification, Linux).
 ///
-/// The sets of a run take about 4 bytes of arrays per byte of text on mail with `char:5` (a few hundred bytes
-/// per document), all of it fresh memory, which the kernel zeroes as it is first written: on the 2-core VMs
+/// The sets of a run take about 4 bytes of arrays per byte of text on mail with `char:5`, all of it fresh
+/// memory, which the kernel zeroes as it is first written: on the 2-core VMs
 /// this project is measured on, about a tenth of `dedup`'s CPU time, spent while both cores build sets. While
 /// the corpus is read, one core is partly idle (the read-ahead inflate and the parse bound that stage, not
 /// signing). This thread runs under `SCHED_IDLE`, so only on a core with nothing else to run, and faults in
 /// mappings of the [`exact::SetArena`] ahead, up to an estimate of what the sets will take: 4 bytes per byte
-/// of text read for character and byte shingles, 1 for word shingles, at most [`Prefault::CAP`] in all. The
-/// sets take those mappings first. What they do not take is unmapped when the arena is closed, after the
-/// sets are built: the cost of a wrong estimate is idle CPU time and, until then, at most `CAP` of memory.
+/// of text read for character and byte shingles, 1 for word shingles, at most [`Prefault::CAP`] in all; a
+/// mapping is faulted in only once the estimate exceeds what is already faulted in by half a mapping, so a
+/// small corpus gets none. The sets take those mappings first. What they do not take is unmapped when the
+/// arena is closed, after the sets are built: the cost of a wrong estimate is idle CPU time and, until then,
+/// at most `CAP` of memory. The run does not wait for the thread: an idle-priority thread may not get a core
+/// for a while on a busy machine, and it stops by itself within 2 MB of work once it does.
 struct Prefault {
     shared: std::sync::Arc<PrefaultShared>,
     arena: std::sync::Arc<exact::SetArena>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 #[derive(Default)]
@@ -375,7 +377,7 @@ impl Prefault {
         };
         let shared = std::sync::Arc::new(PrefaultShared::default());
         let (thread_arena, thread_shared) = (arena.clone(), shared.clone());
-        let thread = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("lshbench-prefault".into())
             .spawn(move || {
                 use std::sync::atomic::Ordering;
@@ -390,7 +392,7 @@ impl Prefault {
                         .load(Ordering::Relaxed)
                         .saturating_mul(per_byte)
                         .min(Prefault::CAP);
-                    if added >= target {
+                    if added + exact::SetArena::MAPPING_BYTES / 2 > target {
                         if done {
                             return;
                         }
@@ -407,7 +409,6 @@ impl Prefault {
         Some(Prefault {
             shared,
             arena: arena.clone(),
-            thread: Some(thread),
         })
     }
 
@@ -424,19 +425,10 @@ impl Prefault {
             .done
             .store(true, std::sync::atomic::Ordering::Release);
     }
-
-    /// Closes the arena and waits for the thread, which then ends within 2 MB of work.
-    fn join(mut self) {
-        self.arena.close();
-        self.reading_done();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 impl Drop for Prefault {
-    /// On a run's error paths: the thread is told to stop (not waited for) and the spare memory unmapped.
+    /// Closes the arena (the spare mappings are unmapped) and tells the thread to stop, without waiting for it.
     fn drop(&mut self) {
         self.arena.close();
         self.reading_done();
@@ -586,9 +578,7 @@ pub fn run(
         outputs.kept.is_some(),
         &arena,
     );
-    if let Some(p) = prefault {
-        p.join();
-    }
+    drop(prefault);
     let mut outcome = outcome?;
     outcome
         .stage_seconds

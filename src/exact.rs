@@ -548,6 +548,9 @@ impl SetArena {
 }
 
 impl SetArena {
+    /// The size of the mappings sets share, and of each [`SetArena::prefault_one`] adds.
+    pub const MAPPING_BYTES: usize = REGION_BYTES;
+
     /// Makes one mapping, writes a zero byte to each of its pages (so the kernel allocates and zeroes them
     /// now), and keeps it for the sets to come. Returns the bytes added: 0 once the arena is closed (checked
     /// every 2 MB) or where no mapping can be made.
