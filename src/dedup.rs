@@ -392,7 +392,7 @@ impl Prefault {
                         .load(Ordering::Relaxed)
                         .saturating_mul(per_byte)
                         .min(Prefault::CAP);
-                    if added + exact::SetArena::MAPPING_BYTES / 2 > target {
+                    if added + exact::REGION_BYTES / 2 > target {
                         if done {
                             return;
                         }

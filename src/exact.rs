@@ -395,7 +395,7 @@ struct ArenaTail {
 }
 
 /// The bytes of one mapping sets are taken from; arrays of more than half of it get a mapping of their own.
-const REGION_BYTES: usize = 32 << 20;
+pub(crate) const REGION_BYTES: usize = 32 << 20;
 
 /// One anonymous mapping and the address of its first byte.
 #[derive(Debug)]
@@ -545,11 +545,6 @@ impl SetArena {
         tail.used += bytes;
         Some((region, ptr))
     }
-}
-
-impl SetArena {
-    /// The size of the mappings sets share, and of each [`SetArena::prefault_one`] adds.
-    pub const MAPPING_BYTES: usize = REGION_BYTES;
 
     /// Makes one mapping, writes a zero byte to each of its pages (so the kernel allocates and zeroes them
     /// now), and keeps it for the sets to come. Returns the bytes added: 0 once the arena is closed (checked
