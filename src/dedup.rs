@@ -336,18 +336,20 @@ impl DedupOutcome {
 /// Verification-set memory faulted in on a background thread while the corpus is read ([`run`], exact
 /// verification, Linux).
 ///
-/// The sets of a run take about 4 bytes of arrays per byte of text on mail with `char:5`, all of it fresh
-/// memory, which the kernel zeroes as it is first written: on the 2-core VMs
-/// this project is measured on, about a tenth of `dedup`'s CPU time, spent while both cores build sets. While
-/// the corpus is read, one core is partly idle (the read-ahead inflate and the parse bound that stage, not
-/// signing). This thread runs under `SCHED_IDLE`, so only on a core with nothing else to run, and faults in
-/// mappings of the [`exact::SetArena`] ahead, up to an estimate of what the sets will take: 4 bytes per byte
-/// of text read for character and byte shingles, 1 for word shingles, at most [`Prefault::CAP`] in all; a
-/// mapping is faulted in only once the estimate exceeds what is already faulted in by half a mapping, so a
-/// small corpus gets none. The sets take those mappings first. What they do not take is unmapped when the
-/// arena is closed, after the sets are built: the cost of a wrong estimate is idle CPU time and, until then,
-/// at most `CAP` of memory. The run does not wait for the thread: an idle-priority thread may not get a core
-/// for a while on a busy machine, and it stops by itself within 2 MB of work once it does.
+/// The sets of a run take about 4.85 bytes of arrays per byte of text on mail with `char:5` (BENCHMARKING.md
+/// §11, fourteenth round), all of it fresh memory, which the kernel zeroes as it is first written: on the
+/// 2-core VMs this project is measured on, about a tenth of `dedup`'s CPU time, spent while both cores build
+/// sets. While the corpus is read, one core is partly idle (the read-ahead inflate and the parse bound that
+/// stage, not signing). This thread runs under `SCHED_IDLE`, so only on a core with nothing else to run, and
+/// faults in mappings of the [`exact::SetArena`] ahead, up to an estimate of what the sets will take: 4 bytes
+/// per byte of text read for character and byte shingles, 1 for word shingles, at most [`Prefault::CAP`] in
+/// all; a mapping is faulted in only once the estimate exceeds what is already faulted in by half a mapping,
+/// so a small corpus gets none. (On the mail corpus 4 and 5 bytes per byte both come to three mappings, and
+/// the idle time of reading does not zero all of them: the set-building threads still zero about twice what
+/// this thread does.) The sets take those mappings first. What they do not take is unmapped when the arena is
+/// closed, after the sets are built: the cost of a wrong estimate is idle CPU time and, until then, at most
+/// `CAP` of memory. The run does not wait for the thread: an idle-priority thread may not get a core for a
+/// while on a busy machine, and it stops by itself within 2 MB of work once it does.
 struct Prefault {
     shared: std::sync::Arc<PrefaultShared>,
     arena: std::sync::Arc<exact::SetArena>,
