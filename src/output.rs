@@ -137,6 +137,31 @@ impl AtomicFile {
         }
     }
 
+    /// Whether the file is written in place (a device or FIFO, see the module docs): then nothing written can
+    /// be rewritten, and [`AtomicFile::overwrite_start`] fails.
+    pub fn in_place(&self) -> bool {
+        matches!(self.target, Target::InPlace(_))
+    }
+
+    /// Overwrites the first `bytes.len()` bytes written (a header whose size was known when its placeholder was
+    /// written) and goes on writing at the end. Fails on a file written [in place](AtomicFile::in_place).
+    pub fn overwrite_start(&mut self, bytes: &[u8]) -> io::Result<()> {
+        use std::io::{Seek, SeekFrom};
+        match &mut self.target {
+            Target::Temporary(w) => {
+                // BufWriter's seek writes out its buffer first.
+                w.seek(SeekFrom::Start(0))?;
+                w.write_all(bytes)?;
+                w.seek(SeekFrom::End(0))?;
+                Ok(())
+            }
+            Target::InPlace(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a device or FIFO cannot be rewritten",
+            )),
+        }
+    }
+
     /// Flushes the file and renames it into place. Until this returns `Ok`, the final name is untouched.
     pub fn commit(self) -> Result<(), OutputError> {
         let write_err = |cause| OutputError::Write {
@@ -325,6 +350,35 @@ mod tests {
         });
         assert!(failed.unwrap_err().to_string().contains("out.csv: stopped"));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+    }
+
+    /// The header rewritten after more than a buffer's worth of body: the body stays whole and in order, and
+    /// writing goes on at the end. A device cannot be rewritten, and says so.
+    #[test]
+    fn overwrite_start_rewrites_the_header_and_keeps_the_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        let body: Vec<u8> = (0..BUFFER + 12_345).map(|i| (i % 251) as u8).collect();
+        let mut f = AtomicFile::create(&path).unwrap();
+        assert!(!f.in_place());
+        f.write_all(b"????").unwrap();
+        f.write_all(&body[..1000]).unwrap();
+        f.overwrite_start(b"HEAD").unwrap();
+        f.write_all(&body[1000..]).unwrap();
+        f.overwrite_start(b"head").unwrap();
+        f.write_all(b"tail").unwrap();
+        f.commit().unwrap();
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(&got[..4], b"head");
+        assert_eq!(&got[4..got.len() - 4], &body[..]);
+        assert_eq!(&got[got.len() - 4..], b"tail");
+        #[cfg(target_os = "linux")]
+        {
+            let mut null = AtomicFile::create(Path::new("/dev/null")).unwrap();
+            assert!(null.in_place());
+            let err = null.overwrite_start(b"x").unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::Unsupported);
+        }
     }
 
     #[cfg(target_os = "linux")]

@@ -2,8 +2,10 @@
 //! NPY or (feature `parquet`) Parquet (`lshbench sketch` is the command-line front end, in `cli::sketch`).
 //!
 //! Output order equals input order and the bytes written do not depend on the thread count (the work runs on the
-//! current rayon pool) or the instruction set. Memory holds one batch of text plus, for `.npy`, the n x k
-//! signature matrix (NPY needs the row count in its header), and for `.parquet` at most one row group.
+//! current rayon pool) or the instruction set. Memory holds a few batches of text and signatures, and for
+//! `.parquet` at most one row group. A `.npy` array streams to its file behind a placeholder header, which is
+//! rewritten with the row count at the end; only where the output cannot be rewritten (a device or FIFO) is
+//! the n x k matrix kept in memory until then.
 
 use crate::arch::Isa;
 use crate::corpus::{CorpusReader, ReadError, ReadStats};
@@ -83,12 +85,67 @@ enum Sink {
         ids_path: PathBuf,
         ids: CsvOut,
         rows: u64,
-        slots: Vec<u32>,
+        array: NpyArray,
         /// Below 32: write the slots packed, `crate::kernel::bbit::pack`'s layout, as an n x words uint64 array.
         bits: u32,
     },
     #[cfg(feature = "parquet")]
     Parquet(parquet::ParquetSink),
+}
+
+/// Where the `.npy` array goes while the batches come.
+enum NpyArray {
+    /// A regular file: the array streams to its temporary file after a placeholder header of the final header's
+    /// size (see [`npy_header`]); `bytes` is the reused buffer a batch's slots are encoded in.
+    Streamed {
+        out: AtomicFile,
+        placeholder: usize,
+        bytes: Vec<u8>,
+    },
+    /// A device or FIFO, which cannot be rewritten: the slots are kept and written after the header at the end.
+    Kept { out: AtomicFile, slots: Vec<u32> },
+}
+
+/// The `.npy` header (format version 1.0) of a C-order `rows` x `cols` array of `dtype` (`<u4` or `<u8`), as
+/// npyz writes it. Its size does not depend on `rows`: the magic string, version, length and dictionary come to
+/// 70 bytes plus the digits of `rows` and `cols`, and npyz pads the whole to a multiple of 64 bytes, so every
+/// shape whose element count fits a `u64` (at most 20 digits each) gives 128 bytes
+/// (`npy_header_size_does_not_depend_on_rows`).
+fn npy_header(rows: u64, cols: u64, dtype: &str) -> std::io::Result<Vec<u8>> {
+    use npyz::WriterBuilder;
+    let dtype = npyz::DType::Plain(dtype.parse().map_err(std::io::Error::other)?);
+    let mut header = Vec::with_capacity(128);
+    npyz::WriteOptions::new_header_only()
+        .dtype(dtype)
+        .shape(&[rows, cols])
+        .writer(&mut header)
+        .write_header_only()?;
+    Ok(header)
+}
+
+/// The `.npy` dtype and columns of signatures of `num_perm` slots at `bits` bits per slot.
+fn npy_layout(num_perm: usize, bits: u32) -> (&'static str, u64) {
+    if bits < 32 {
+        ("<u8", crate::kernel::bbit::words(num_perm, bits) as u64)
+    } else {
+        ("<u4", num_perm as u64)
+    }
+}
+
+/// Appends the little-endian bytes of `sigs` (whole signatures of `num_perm` slots) to `bytes`: the slots as
+/// `u32`, or below 32 bits each signature packed ([`crate::kernel::bbit::pack`]) into `u64` words.
+fn npy_encode(sigs: &[u32], num_perm: usize, bits: u32, bytes: &mut Vec<u8>) {
+    if bits < 32 {
+        use crate::kernel::bbit;
+        let mut packed = Vec::with_capacity(bbit::words(num_perm, bits));
+        for sig in sigs.chunks(num_perm.max(1)) {
+            packed.clear();
+            bbit::pack(sig, bits, &mut packed);
+            bytes.extend(packed.iter().flat_map(|w| w.to_le_bytes()));
+        }
+    } else {
+        bytes.extend(sigs.iter().flat_map(|s| s.to_le_bytes()));
+    }
 }
 
 /// Where [`sketch`] writes the signatures: a `.csv` file, a `.npy` file with its `.ids.csv` beside it, or a
@@ -151,11 +208,28 @@ impl SignatureWriter {
                 let mut ids = csv_create(&ids_path)?;
                 ids.write_record(["row", "id", "empty"])
                     .map_err(write_err(&ids_path))?;
+                let mut out = AtomicFile::create(path)?;
+                let array = if out.in_place() {
+                    NpyArray::Kept {
+                        out,
+                        slots: Vec::new(),
+                    }
+                } else {
+                    let (dtype, cols) = npy_layout(num_perm, bits);
+                    let placeholder = npy_header(0, cols, dtype)
+                        .and_then(|h| out.write_all(&h).map(|()| h.len()))
+                        .map_err(|cause| out.write_error(cause))?;
+                    NpyArray::Streamed {
+                        out,
+                        placeholder,
+                        bytes: Vec::new(),
+                    }
+                };
                 Sink::Npy {
                     ids_path,
                     ids,
                     rows: 0,
-                    slots: Vec::new(),
+                    array,
                     bits,
                 }
             }
@@ -203,8 +277,8 @@ impl SignatureWriter {
                 ids_path,
                 ids,
                 rows,
-                slots,
-                ..
+                array,
+                bits,
             } => {
                 for (i, doc) in batch.docs.iter().enumerate() {
                     ids.write_record([
@@ -215,7 +289,15 @@ impl SignatureWriter {
                     .map_err(write_err(ids_path))?;
                     *rows += 1;
                 }
-                slots.extend_from_slice(&batch.signatures);
+                match array {
+                    NpyArray::Streamed { out, bytes, .. } => {
+                        bytes.clear();
+                        npy_encode(&batch.signatures, num_perm, *bits, bytes);
+                        out.write_all(bytes)
+                            .map_err(|cause| out.write_error(cause))?;
+                    }
+                    NpyArray::Kept { slots, .. } => slots.extend_from_slice(&batch.signatures),
+                }
             }
             #[cfg(feature = "parquet")]
             Sink::Parquet(sink) => sink.write(batch).map_err(|cause| OutputError::Write {
@@ -235,45 +317,47 @@ impl SignatureWriter {
                 ids_path,
                 ids,
                 rows,
-                slots,
+                array,
                 bits,
             } => {
-                use npyz::WriterBuilder;
-                let mut out = AtomicFile::create(&path)?;
-                let write = |out: &mut AtomicFile| -> std::io::Result<()> {
-                    if bits < 32 {
-                        use crate::kernel::bbit;
-                        let mut packed =
-                            Vec::with_capacity(rows as usize * bbit::words(num_perm, bits));
-                        for sig in slots.chunks(num_perm.max(1)) {
-                            bbit::pack(sig, bits, &mut packed);
-                        }
-                        let mut writer = npyz::WriteOptions::new()
-                            .default_dtype()
-                            .shape(&[rows, bbit::words(num_perm, bits) as u64])
-                            .writer(&mut *out)
-                            .begin_nd()?;
-                        writer.extend(packed)?;
-                        writer.finish()?;
-                    } else {
-                        // npyz writes the header; the slots follow as one run of little-endian u32 (npyz's
-                        // own writer takes them one call per slot, several ms for SpamAssassin's 774,000).
-                        let dtype = npyz::DType::Plain("<u4".parse().expect("a valid type string"));
-                        npyz::WriteOptions::new_header_only()
-                            .dtype(dtype)
-                            .shape(&[rows, num_perm as u64])
-                            .writer(&mut *out)
-                            .write_header_only()?;
-                        let mut bytes = Vec::with_capacity(1 << 16);
-                        for chunk in slots.chunks(1 << 14) {
-                            bytes.clear();
-                            bytes.extend(chunk.iter().flat_map(|s| s.to_le_bytes()));
-                            out.write_all(&bytes)?;
-                        }
+                let (dtype, cols) = npy_layout(num_perm, bits);
+                let header = npy_header(rows, cols, dtype);
+                let out = match array {
+                    NpyArray::Streamed {
+                        mut out,
+                        placeholder,
+                        ..
+                    } => {
+                        let rewrite = |out: &mut AtomicFile| -> std::io::Result<()> {
+                            let header = header?;
+                            if header.len() != placeholder {
+                                // Not reached (see npy_header); an error, not a corrupt file, if it were.
+                                return Err(std::io::Error::other(format!(
+                                    "the .npy header grew from {placeholder} to {} bytes",
+                                    header.len()
+                                )));
+                            }
+                            out.overwrite_start(&header)?;
+                            out.flush()
+                        };
+                        rewrite(&mut out).map_err(|cause| out.write_error(cause))?;
+                        out
                     }
-                    out.flush()
+                    NpyArray::Kept { mut out, slots } => {
+                        let write = |out: &mut AtomicFile| -> std::io::Result<()> {
+                            out.write_all(&header?)?;
+                            let mut bytes = Vec::with_capacity(1 << 16);
+                            for chunk in slots.chunks(num_perm.max(1) * 128) {
+                                bytes.clear();
+                                npy_encode(chunk, num_perm, bits, &mut bytes);
+                                out.write_all(&bytes)?;
+                            }
+                            out.flush()
+                        };
+                        write(&mut out).map_err(|cause| out.write_error(cause))?;
+                        out
+                    }
                 };
-                write(&mut out).map_err(|cause| out.write_error(cause))?;
                 // The ids first, then the array: a reader that finds the array finds its ids too.
                 csv_commit(ids, &ids_path)?;
                 Ok(out.commit()?)
@@ -369,4 +453,151 @@ pub fn sketch(
         read: reader.stats().clone(),
         output: path,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::corpus::Document;
+
+    /// A batch of `n` documents with signatures of `k` slots drawn from `seed`.
+    fn batch(first: u64, n: usize, k: usize, seed: u64) -> SignedBatch {
+        let mut x = seed;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 32) as u32
+        };
+        SignedBatch {
+            docs: (0..n as u64)
+                .map(|i| Document {
+                    index: first + i,
+                    id: format!("doc-{}", first + i),
+                    text: String::new(),
+                })
+                .collect(),
+            signatures: (0..n * k).map(|_| next()).collect(),
+            empty: (0..n).map(|i| i % 5 == 3).collect(),
+        }
+    }
+
+    /// What the writer wrote before the array streamed: npyz's own writer over the whole matrix (the `u32`
+    /// slots, or below 32 bits each signature packed into `u64` words).
+    fn npyz_reference(slots: &[u32], rows: u64, k: usize, bits: u32) -> Vec<u8> {
+        use npyz::WriterBuilder;
+        let mut out = Vec::new();
+        if bits < 32 {
+            let mut packed = Vec::new();
+            for sig in slots.chunks(k.max(1)) {
+                crate::kernel::bbit::pack(sig, bits, &mut packed);
+            }
+            let words = crate::kernel::bbit::words(k, bits) as u64;
+            let mut w = npyz::WriteOptions::new()
+                .default_dtype()
+                .shape(&[rows, words])
+                .writer(&mut out)
+                .begin_nd()
+                .unwrap();
+            w.extend(packed).unwrap();
+            w.finish().unwrap();
+        } else {
+            let mut w = npyz::WriteOptions::new()
+                .default_dtype()
+                .shape(&[rows, k as u64])
+                .writer(&mut out)
+                .begin_nd()
+                .unwrap();
+            w.extend(slots.iter().copied()).unwrap();
+            w.finish().unwrap();
+        }
+        out
+    }
+
+    /// The streamed `.npy` (placeholder header, batches written as they come, header rewritten at the end) is
+    /// byte for byte what npyz writes from the whole matrix, for 32-bit and packed slots, no rows, one row and
+    /// rows past the file buffer's size; the ids file lists every row.
+    #[test]
+    fn streamed_npy_equals_npyz_over_the_whole_matrix() {
+        let dir = tempfile::tempdir().unwrap();
+        for (k, bits) in [(128, 32), (7, 32), (128, 8), (100, 2), (33, 16), (1, 1)] {
+            for sizes in [vec![], vec![1], vec![3, 0, 250, 1], vec![2048, 2048, 17]] {
+                let path = dir.path().join("sigs.npy");
+                let mut w = SignatureWriter::create_bits(&path, k, bits).unwrap();
+                let (mut slots, mut first) = (Vec::new(), 0u64);
+                for (b, &n) in sizes.iter().enumerate() {
+                    let batch = batch(first, n, k, b as u64 * 31 + k as u64);
+                    w.write_batch(&batch).unwrap();
+                    slots.extend_from_slice(&batch.signatures);
+                    first += n as u64;
+                }
+                w.finish().unwrap();
+                let got = std::fs::read(&path).unwrap();
+                let want = npyz_reference(&slots, first, k, bits);
+                assert!(got == want, "k {k}, bits {bits}, batches {sizes:?}");
+                let ids = std::fs::read_to_string(ids_path(&path)).unwrap();
+                assert_eq!(
+                    ids.lines().count() as u64,
+                    first + 1,
+                    "k {k}, batches {sizes:?}"
+                );
+            }
+        }
+    }
+
+    /// The header's size does not depend on the row count (what the placeholder rests on), for every number of
+    /// row digits an array of `u64` elements can have (npyz multiplies rows by columns).
+    #[test]
+    fn npy_header_size_does_not_depend_on_rows() {
+        for (dtype, cols) in [("<u4", 1u64), ("<u4", 128), ("<u8", 3), ("<u4", 1 << 40)] {
+            let size = npy_header(0, cols, dtype).unwrap().len();
+            assert_eq!(size, 128);
+            let most = u64::MAX / cols;
+            // 1, 10, 100, ... up to `most`, and one less than each.
+            let powers = std::iter::successors(Some(1u64), |r| r.checked_mul(10));
+            for rows in powers.take_while(|&r| r <= most) {
+                assert_eq!(npy_header(rows, cols, dtype).unwrap().len(), size);
+                assert_eq!(npy_header(rows - 1, cols, dtype).unwrap().len(), size);
+            }
+            assert_eq!(npy_header(most, cols, dtype).unwrap().len(), size);
+        }
+    }
+
+    /// To a FIFO, which cannot be rewritten, the array is kept and written whole at the end: the bytes read
+    /// from the FIFO are those of a regular file.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn npy_to_a_fifo_equals_npy_to_a_file() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (file, fifo) = (dir.path().join("file.npy"), dir.path().join("fifo.npy"));
+        let name = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: `name` is a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        for (path, bits) in [(&fifo, 4), (&file, 4)] {
+            let mut w = SignatureWriter::create_bits(path, 64, bits).unwrap();
+            w.write_batch(&batch(0, 300, 64, 5)).unwrap();
+            w.write_batch(&batch(300, 9, 64, 6)).unwrap();
+            w.finish().unwrap();
+        }
+        let through_fifo = reader.join().unwrap();
+        assert_eq!(through_fifo, std::fs::read(&file).unwrap());
+        assert_eq!(
+            through_fifo,
+            npyz_reference(
+                &[
+                    batch(0, 300, 64, 5).signatures,
+                    batch(300, 9, 64, 6).signatures
+                ]
+                .concat(),
+                309,
+                64,
+                4
+            )
+        );
+    }
 }
