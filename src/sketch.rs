@@ -180,8 +180,8 @@ fn csv_commit(w: CsvOut, path: &Path) -> Result<(), SketchError> {
 
 impl SignatureWriter {
     /// Creates the output for signatures of `num_perm` slots at `path` (format by extension, see
-    /// [`SignatureFormat`]) and writes its header. For `.npy` the ids file is created now and the array itself
-    /// when the writer finishes.
+    /// [`SignatureFormat`]) and writes its header. For `.npy` both files are created now, the array with a
+    /// placeholder header that [`SignatureWriter::finish`] rewrites with the row count.
     pub fn create(path: &Path, num_perm: usize) -> Result<SignatureWriter, SketchError> {
         SignatureWriter::create_bits(path, num_perm, 32)
     }
@@ -308,7 +308,8 @@ impl SignatureWriter {
         Ok(())
     }
 
-    /// Flushes the CSV, or writes the `.npy` array (and flushes its ids file).
+    /// Flushes the CSV, or completes the `.npy` array (its header rewritten with the row count, or on a device
+    /// or FIFO the whole array written) and its ids file; then renames the files into place, the ids first.
     pub fn finish(self) -> Result<(), SketchError> {
         let (path, num_perm) = (self.path, self.num_perm);
         match self.sink {
