@@ -102,8 +102,9 @@ enum NpyArray {
         placeholder: usize,
         bytes: Vec<u8>,
     },
-    /// A device or FIFO, which cannot be rewritten: the slots are kept and written after the header at the end.
-    Kept { out: AtomicFile, slots: Vec<u32> },
+    /// A device or FIFO, which cannot be rewritten: the encoded array is kept and written after the header at
+    /// the end.
+    Kept { out: AtomicFile, body: Vec<u8> },
 }
 
 /// The `.npy` header (format version 1.0) of a C-order `rows` x `cols` array of `dtype` (`<u4` or `<u8`), as
@@ -212,7 +213,7 @@ impl SignatureWriter {
                 let array = if out.in_place() {
                     NpyArray::Kept {
                         out,
-                        slots: Vec::new(),
+                        body: Vec::new(),
                     }
                 } else {
                     let (dtype, cols) = npy_layout(num_perm, bits);
@@ -296,7 +297,9 @@ impl SignatureWriter {
                         out.write_all(bytes)
                             .map_err(|cause| out.write_error(cause))?;
                     }
-                    NpyArray::Kept { slots, .. } => slots.extend_from_slice(&batch.signatures),
+                    NpyArray::Kept { body, .. } => {
+                        npy_encode(&batch.signatures, num_perm, *bits, body)
+                    }
                 }
             }
             #[cfg(feature = "parquet")]
@@ -344,15 +347,10 @@ impl SignatureWriter {
                         rewrite(&mut out).map_err(|cause| out.write_error(cause))?;
                         out
                     }
-                    NpyArray::Kept { mut out, slots } => {
+                    NpyArray::Kept { mut out, body } => {
                         let write = |out: &mut AtomicFile| -> std::io::Result<()> {
                             out.write_all(&header?)?;
-                            let mut bytes = Vec::with_capacity(1 << 16);
-                            for chunk in slots.chunks(num_perm.max(1) * 128) {
-                                bytes.clear();
-                                npy_encode(chunk, num_perm, bits, &mut bytes);
-                                out.write_all(&bytes)?;
-                            }
+                            out.write_all(&body)?;
                             out.flush()
                         };
                         write(&mut out).map_err(|cause| out.write_error(cause))?;
@@ -463,13 +461,9 @@ mod tests {
 
     /// A batch of `n` documents with signatures of `k` slots drawn from `seed`.
     fn batch(first: u64, n: usize, k: usize, seed: u64) -> SignedBatch {
-        let mut x = seed;
-        let mut next = || {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 32) as u32
-        };
+        use rand_xoshiro::Xoshiro256PlusPlus;
+        use rand_xoshiro::rand_core::{Rng, SeedableRng};
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         SignedBatch {
             docs: (0..n as u64)
                 .map(|i| Document {
@@ -478,7 +472,7 @@ mod tests {
                     text: String::new(),
                 })
                 .collect(),
-            signatures: (0..n * k).map(|_| next()).collect(),
+            signatures: (0..n * k).map(|_| rng.next_u32()).collect(),
             empty: (0..n).map(|i| i % 5 == 3).collect(),
         }
     }
