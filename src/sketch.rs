@@ -2,14 +2,13 @@
 //! NPY or (feature `parquet`) Parquet (`lshbench sketch` is the command-line front end, in `cli::sketch`).
 //!
 //! Output order equals input order and the bytes written do not depend on the thread count (the work runs on the
-//! current rayon pool) or the instruction set. Reading, signing and writing each have a thread ([`sketch`]).
-//! Memory holds a few batches of text and signatures, and for
+//! current rayon pool) or the instruction set. Memory holds a few batches of text and signatures, and for
 //! `.parquet` at most one row group. A `.npy` array streams to its file behind a placeholder header, which is
 //! rewritten with the row count at the end; only where the output cannot be rewritten (a device or FIFO) is
 //! the n x k matrix kept in memory until then.
 
 use crate::arch::Isa;
-use crate::corpus::{CorpusReader, Document, ReadError, ReadStats};
+use crate::corpus::{CorpusReader, ReadError, ReadStats};
 use crate::exec::Progress;
 use crate::kernel::Kernel;
 use crate::output::{AtomicFile, OutputError};
@@ -419,27 +418,8 @@ impl SketchReport {
     }
 }
 
-/// Signed batches queued for the writing thread of [`sketch`], at most.
-const WRITE_QUEUE: usize = 2;
-
-/// Why [`sketch`]'s signing stopped early.
-enum Stop {
-    /// Reading failed.
-    Read(ReadError),
-    /// The writing thread stopped (on an error it reports).
-    Writer,
-}
-
-impl From<ReadError> for Stop {
-    fn from(e: ReadError) -> Stop {
-        Stop::Read(e)
-    }
-}
-
 /// Reads the whole corpus, signs every document with `kernel` over `shingler`'s windows, and writes the
-/// signatures to `output` in input order. Reading runs on a thread of its own ([`sketch_corpus`]), signing on
-/// the current rayon pool, and writing on a third thread, at most [`WRITE_QUEUE`] batches behind; a failed
-/// write stops the other two and is the error returned. `progress` counts documents as they are signed.
+/// signatures to `output` in input order, on the current rayon pool. `progress` counts documents.
 pub fn sketch(
     reader: &mut CorpusReader,
     shingler: &Shingler,
@@ -449,52 +429,15 @@ pub fn sketch(
 ) -> Result<SketchReport, SketchError> {
     let started = Instant::now();
     let (mut documents, mut empty, mut bytes) = (0u64, 0u64, 0u64);
-    let path = output.path.clone();
-    // The output is encoded and written on a thread of its own, a bounded channel behind signing, so that the
-    // signing thread only signs: the writing runs on whichever core reading leaves idle.
-    std::thread::scope(|scope| -> Result<(), SketchError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<SignedBatch>(WRITE_QUEUE);
-        let writer = scope.spawn(move || -> Result<SignatureWriter, SketchError> {
-            for batch in rx {
-                output.write_batch(&batch)?;
-            }
-            Ok(output)
-        });
-        let signed = sketch_corpus(reader, shingler, kernel, |batch| {
-            documents += batch.docs.len() as u64;
-            empty += batch.empty.iter().filter(|&&e| e).count() as u64;
-            bytes += batch.docs.iter().map(|d| d.text.len() as u64).sum::<u64>();
-            progress.inc(batch.docs.len() as u64);
-            // The writer needs the ids, the signatures and the empty flags; the texts go back to be freed.
-            let docs = batch
-                .docs
-                .iter_mut()
-                .map(|d| Document {
-                    index: d.index,
-                    id: std::mem::take(&mut d.id),
-                    text: String::new(),
-                })
-                .collect();
-            let out = SignedBatch {
-                docs,
-                signatures: std::mem::take(&mut batch.signatures),
-                empty: std::mem::take(&mut batch.empty),
-            };
-            // A send fails only when the writer stopped on an error, which its join below reports.
-            tx.send(out).map_err(|_| Stop::Writer)
-        });
-        drop(tx);
-        let written = writer
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        match (signed, written) {
-            // The writer's error is the cause of a failed send, and comes first otherwise too.
-            (_, Err(e)) => Err(e),
-            (Err(Stop::Read(e)), Ok(_)) => Err(e.into()),
-            (Err(Stop::Writer), Ok(_)) => unreachable!("the writer stopped without an error"),
-            (Ok(()), Ok(output)) => output.finish(),
-        }
+    sketch_corpus(reader, shingler, kernel, |batch| {
+        documents += batch.docs.len() as u64;
+        empty += batch.empty.iter().filter(|&&e| e).count() as u64;
+        bytes += batch.docs.iter().map(|d| d.text.len() as u64).sum::<u64>();
+        progress.inc(batch.docs.len() as u64);
+        output.write_batch(batch)
     })?;
+    let path = output.path.clone();
+    output.finish()?;
     Ok(SketchReport {
         documents,
         empty,
@@ -514,6 +457,7 @@ pub fn sketch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::corpus::Document;
 
     /// A batch of `n` documents with signatures of `k` slots drawn from `seed`.
     fn batch(first: u64, n: usize, k: usize, seed: u64) -> SignedBatch {

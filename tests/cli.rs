@@ -362,10 +362,10 @@ fn sketch_and_dedup_errors_name_the_problem_once() {
     }
 }
 
-/// `sketch` writes on a thread of its own, behind signing: a write that fails in the middle of the corpus must
-/// stop signing and reading, exit non-zero and name the file (not a panic, not a hang, not a generic "the
-/// writer stopped"). The CSV goes through a link to `/dev/full`, so the first flush of the 1-MB buffer fails
-/// (the 3,000 rows below are about 1.4 KB each, and reading and signing still have most of the corpus to do).
+/// A write that fails in the middle of the corpus must stop reading and signing, exit non-zero and name the
+/// file (not a panic, not a hang). The CSV goes through a link to `/dev/full`, so the first flush of the 1-MB
+/// buffer fails (the 3,000 rows below are about 1.4 KB each, and reading and signing still have most of the
+/// corpus to do).
 #[cfg(unix)]
 #[test]
 fn sketch_write_error_in_the_middle_stops_with_the_file_named() {
