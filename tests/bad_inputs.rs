@@ -242,6 +242,20 @@ fn setup(
             std::os::unix::fs::symlink("good.csv", input.join("link.csv")).unwrap();
             std::fs::copy(input.join("good.csv"), input.join("sigs.ids.csv")).unwrap();
         }
+        "full_disk_link" => {
+            // 3,000 documents whose CSV rows (about 1.4 KB each) overflow the output's 1-MB buffer long before
+            // the end, written through a link to /dev/full: the write fails in the middle of the corpus.
+            let lines: String = (0..3000)
+                .map(|i| {
+                    format!(
+                        "{{\"id\": \"d{i}\", \"text\": \"text {i} of many, {}\"}}\n",
+                        i * 7919
+                    )
+                })
+                .collect();
+            std::fs::write(input.join("many.jsonl"), lines).unwrap();
+            std::os::unix::fs::symlink("/dev/full", output.join("sig.csv")).unwrap();
+        }
         "huge_doc" => {
             // One 16 MiB document without a newline.
             let word = b"lorem ipsum dolor sit amet consectetur ";
