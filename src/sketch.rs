@@ -2,13 +2,14 @@
 //! NPY or (feature `parquet`) Parquet (`lshbench sketch` is the command-line front end, in `cli::sketch`).
 //!
 //! Output order equals input order and the bytes written do not depend on the thread count (the work runs on the
-//! current rayon pool) or the instruction set. Memory holds a few batches of text and signatures, and for
-//! `.parquet` at most one row group. A `.npy` array streams to its file behind a placeholder header, which is
+//! current rayon pool) or the instruction set. Reading and signing each have a thread, and writing a third one
+//! where reading only parses ([`sketch`]). Memory holds a few batches of text and signatures, and for `.parquet`
+//! at most one row group. A `.npy` array streams to its file behind a placeholder header, which is
 //! rewritten with the row count at the end; only where the output cannot be rewritten (a device or FIFO) is
 //! the n x k matrix kept in memory until then.
 
 use crate::arch::Isa;
-use crate::corpus::{CorpusReader, ReadError, ReadStats};
+use crate::corpus::{CorpusReader, Document, ReadError, ReadStats};
 use crate::exec::Progress;
 use crate::kernel::Kernel;
 use crate::output::{AtomicFile, OutputError};
@@ -418,26 +419,104 @@ impl SketchReport {
     }
 }
 
+/// Signed batches queued for the writing thread of [`sketch`], at most.
+const WRITE_QUEUE: usize = 2;
+
+/// Why [`sketch`]'s signing stopped early.
+enum Stop {
+    /// Reading failed.
+    Read(ReadError),
+    /// Writing on the signing thread failed.
+    Write(SketchError),
+    /// The writing thread stopped (on an error it reports).
+    Writer,
+}
+
+impl From<ReadError> for Stop {
+    fn from(e: ReadError) -> Stop {
+        Stop::Read(e)
+    }
+}
+
+/// What a signed batch needs to be written (ids, signatures, empty flags), taken out of it; the texts stay, to
+/// go back to the reading thread and be freed there.
+fn detach(batch: &mut SignedBatch) -> SignedBatch {
+    let docs = batch
+        .docs
+        .iter_mut()
+        .map(|d| Document {
+            index: d.index,
+            id: std::mem::take(&mut d.id),
+            text: String::new(),
+        })
+        .collect();
+    SignedBatch {
+        docs,
+        signatures: std::mem::take(&mut batch.signatures),
+        empty: std::mem::take(&mut batch.empty),
+    }
+}
+
 /// Reads the whole corpus, signs every document with `kernel` over `shingler`'s windows, and writes the
-/// signatures to `output` in input order, on the current rayon pool. `progress` counts documents.
+/// signatures to `output` in input order. Reading runs on a thread of its own ([`sketch_corpus`]) and signing
+/// on the current rayon pool. Where reading only parses (a plain file: its thread leaves part of a core idle),
+/// writing runs on a third thread, at most `WRITE_QUEUE` (2) batches behind signing, so that the signing thread
+/// only signs; where reading also decodes (gzip, Parquet: its threads keep their cores busy), a third thread
+/// would take time from them, and the signing thread writes each batch itself. A failed write stops reading and
+/// signing and is the error returned. `progress` counts documents as they are signed.
 pub fn sketch(
     reader: &mut CorpusReader,
     shingler: &Shingler,
     kernel: &dyn Kernel,
-    mut output: SignatureWriter,
+    output: SignatureWriter,
     progress: &dyn Progress,
 ) -> Result<SketchReport, SketchError> {
     let started = Instant::now();
     let (mut documents, mut empty, mut bytes) = (0u64, 0u64, 0u64);
-    sketch_corpus(reader, shingler, kernel, |batch| {
-        documents += batch.docs.len() as u64;
-        empty += batch.empty.iter().filter(|&&e| e).count() as u64;
-        bytes += batch.docs.iter().map(|d| d.text.len() as u64).sum::<u64>();
-        progress.inc(batch.docs.len() as u64);
-        output.write_batch(batch)
-    })?;
     let path = output.path.clone();
-    output.finish()?;
+    let on_thread = !reader.decodes();
+    std::thread::scope(|scope| -> Result<(), SketchError> {
+        let (tx, writer, mut here) = if on_thread {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<SignedBatch>(WRITE_QUEUE);
+            let mut output = output;
+            let writer = scope.spawn(move || -> Result<SignatureWriter, SketchError> {
+                for batch in rx {
+                    output.write_batch(&batch)?;
+                }
+                Ok(output)
+            });
+            (Some(tx), Some(writer), None)
+        } else {
+            (None, None, Some(output))
+        };
+        let signed = sketch_corpus(reader, shingler, kernel, |batch| {
+            documents += batch.docs.len() as u64;
+            empty += batch.empty.iter().filter(|&&e| e).count() as u64;
+            bytes += batch.docs.iter().map(|d| d.text.len() as u64).sum::<u64>();
+            progress.inc(batch.docs.len() as u64);
+            match (&tx, &mut here) {
+                // A send fails only when the writer stopped on an error, which its join below reports.
+                (Some(tx), _) => tx.send(detach(batch)).map_err(|_| Stop::Writer),
+                (None, Some(output)) => output.write_batch(batch).map_err(Stop::Write),
+                (None, None) => unreachable!("a writer on one thread or the other"),
+            }
+        });
+        drop(tx);
+        let written = match writer {
+            Some(writer) => writer
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            None => Ok(here.take().expect("written here")),
+        };
+        match (signed, written) {
+            // The writer's error is the cause of a failed send, and comes first otherwise too.
+            (_, Err(e)) => Err(e),
+            (Err(Stop::Read(e)), Ok(_)) => Err(e.into()),
+            (Err(Stop::Write(e)), Ok(_)) => Err(e),
+            (Err(Stop::Writer), Ok(_)) => unreachable!("the writer stopped without an error"),
+            (Ok(()), Ok(output)) => output.finish(),
+        }
+    })?;
     Ok(SketchReport {
         documents,
         empty,
@@ -457,7 +536,6 @@ pub fn sketch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::corpus::Document;
 
     /// A batch of `n` documents with signatures of `k` slots drawn from `seed`.
     fn batch(first: u64, n: usize, k: usize, seed: u64) -> SignedBatch {

@@ -253,7 +253,13 @@ fn setup(
                     )
                 })
                 .collect();
-            std::fs::write(input.join("many.jsonl"), lines).unwrap();
+            std::fs::write(input.join("many.jsonl"), &lines).unwrap();
+            // The same gzip'd: `sketch` writes a plain input's output on a thread of its own and a gzip
+            // input's on the signing thread, so both ways of failing are cases.
+            let file = std::fs::File::create(input.join("many.jsonl.gz")).unwrap();
+            let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+            std::io::Write::write_all(&mut gz, lines.as_bytes()).unwrap();
+            gz.finish().unwrap();
             std::os::unix::fs::symlink("/dev/full", output.join("sig.csv")).unwrap();
         }
         "huge_doc" => {

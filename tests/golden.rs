@@ -2,7 +2,7 @@
 //! library-core redesign, and every later build must reproduce them.
 //!
 //! Covered: `sketch` `.npy` (with its `.ids.csv`) and `.csv` for every kernel x `--isa` this CPU runs x thread
-//! count on the shipped SpamAssassin corpus; `dedup` pairs, clusters, group report and kept corpus (1 and 2
+//! count on the shipped SpamAssassin corpus, and for every kernel x thread count on it uncompressed; `dedup` pairs, clusters, group report and kept corpus (1 and 2
 //! threads); `exact`; and the CSVs of the quick experiments, with the columns that legitimately differ between
 //! runs and machines dropped (timings, the commit, the CPU model, the instruction set).
 //!
@@ -165,6 +165,61 @@ fn compute(dir: &Path) -> BTreeMap<String, String> {
                     out
                 }));
             }
+        }
+    }
+
+    // The same corpus uncompressed: `sketch` then writes on a thread of its own (gzip input is written on the
+    // signing thread), and the bytes must be the same as the .gz runs' above, whose names these share.
+    let plain = d("spamassassin.jsonl");
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::MultiGzDecoder::new(std::fs::File::open(root().join(CORPUS)).unwrap()),
+        &mut text,
+    )
+    .unwrap();
+    std::fs::write(&plain, text).unwrap();
+    for kernel in KERNELS {
+        for threads in ["1", "2"] {
+            let plain = plain.clone();
+            let (npy, csv) = (
+                d(&format!("plain-{kernel}-{threads}.npy")),
+                d(&format!("plain-{kernel}-{threads}.csv")),
+            );
+            jobs.push(Box::new(move || {
+                let sketch = |output: &str| {
+                    lshbench(&[
+                        "sketch",
+                        "--input",
+                        &plain,
+                        "--kernel",
+                        kernel,
+                        "--threads",
+                        threads,
+                        "--output",
+                        output,
+                    ])
+                };
+                sketch(&npy);
+                sketch(&csv);
+                let how = format!("the uncompressed corpus, --threads {threads}");
+                vec![
+                    (
+                        format!("sketch/{kernel}.npy"),
+                        file_digest(Path::new(&npy)),
+                        how.clone(),
+                    ),
+                    (
+                        format!("sketch/{kernel}.ids.csv"),
+                        file_digest(Path::new(&npy.replace(".npy", ".ids.csv"))),
+                        how.clone(),
+                    ),
+                    (
+                        format!("sketch/{kernel}.csv"),
+                        file_digest(Path::new(&csv)),
+                        how,
+                    ),
+                ]
+            }));
         }
     }
 

@@ -155,6 +155,11 @@ fn parquet_in_reads_the_same_documents_as_jsonl_for_every_column_kind_and_codec(
     for (kind, group_rows, compression) in cases {
         let path = dir.path().join(format!("{kind:?}.parquet"));
         corpus_parquet(&path, kind, group_rows, compression);
+        // Parquet decodes as it reads, so `sketch` writes on the signing thread (see `CorpusReader::decodes`).
+        assert!(
+            CorpusReader::open(&path, &id_column()).unwrap().decodes(),
+            "{kind:?}"
+        );
         let docs = read_ok(&path, &id_column());
         assert_eq!(docs.len(), expected.len(), "{kind:?}");
         for (i, (doc, (id, text))) in docs.iter().zip(expected).enumerate() {

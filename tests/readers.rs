@@ -601,3 +601,31 @@ fn csv_line_numbers_survive_blank_lines_crlf_and_a_missing_final_newline() {
     assert!(stats.first_rejections[0].contains("lines.csv:5: expected 2 fields"));
     assert!(stats.first_rejections[1].contains("lines.csv:8: expected 2 fields"));
 }
+
+#[test]
+fn decodes_says_whether_reading_also_decompresses() {
+    // `sketch` writes on a thread of its own only when reading does not also decode (see `sketch::sketch`).
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ReaderOptions::default();
+    let body = b"{\"text\":\"one\"}\n";
+    let csv = b"text\none\n";
+    for (path, decodes) in [
+        (write(dir.path(), "a.jsonl", body), false),
+        (write(dir.path(), "a.txt", b"one\n"), false),
+        (write(dir.path(), "a.csv", csv), false),
+        (write_gz(dir.path(), "b.jsonl.gz", body), true),
+        (write_gz(dir.path(), "b.txt.gz", b"one\n"), true),
+        (write_gz(dir.path(), "b.csv.gz", csv), true),
+        // Gzip without the extension: the magic bytes decide, as for reading.
+        (write_gz(dir.path(), "c.jsonl", body), true),
+        (write(dir.path(), "d/one.txt", b"one"), false),
+    ] {
+        let path = if path.ends_with("d/one.txt") {
+            dir.path().join("d")
+        } else {
+            path
+        };
+        let reader = CorpusReader::open(&path, &opts).expect("open");
+        assert_eq!(reader.decodes(), decodes, "{}", path.display());
+    }
+}

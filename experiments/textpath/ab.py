@@ -4,6 +4,9 @@ prints the median wall time and the median CPU time (user + sys of the child, fr
 ratios of the first command to the others.
 
     python3 experiments/textpath/ab.py 15 '["/tmp/lshbench-base", "sketch", ...]' '["target/release/lshbench", "sketch", ...]'
+
+`--pause=MS` first sleeps MS milliseconds before each run, so that work the previous run left to the system
+(writeback of its outputs, freeing its memory) is done before the next one starts.
 """
 import json
 import os
@@ -14,12 +17,19 @@ import time
 
 
 def main():
-    runs = int(sys.argv[1])
-    cmds = [json.loads(a) for a in sys.argv[2:]]
+    args = sys.argv[1:]
+    pause = 0.0
+    if args[0].startswith("--pause="):
+        pause = float(args[0].split("=", 1)[1]) / 1e3
+        args = args[1:]
+    runs = int(args[0])
+    cmds = [json.loads(a) for a in args[1:]]
     wall = [[] for _ in cmds]
     cpu = [[] for _ in cmds]
     for _ in range(runs):
         for i, cmd in enumerate(cmds):
+            if pause:
+                time.sleep(pause)
             t0 = time.perf_counter()
             p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             _, status, usage = os.wait4(p.pid, 0)

@@ -206,8 +206,8 @@ type Source = Box<dyn BufRead + Send>;
 /// Opens a file as a buffered byte stream, decompressing gzip (detected by the magic bytes `1f 8b`, which
 /// also covers a `.gz` extension; a `.gz` file without them is an error rather than silently read raw).
 /// With `read_ahead`, a gzip stream is decompressed on its own thread ([`ReadAhead`]), ahead of parsing: worth it
-/// for a corpus file, not for the many small files of a directory.
-fn open_source(path: &Path, read_ahead: bool) -> Result<Source, ReadError> {
+/// for a corpus file, not for the many small files of a directory. The flag says whether the file is gzip.
+fn open_source(path: &Path, read_ahead: bool) -> Result<(Source, bool), ReadError> {
     let io_err = |cause| ReadError::Io {
         file: path.to_path_buf(),
         cause,
@@ -240,14 +240,15 @@ fn open_source(path: &Path, read_ahead: bool) -> Result<Source, ReadError> {
         }
         refuse_utf16(&head).map_err(io_err)?;
         let head = std::io::Cursor::new(head);
-        Ok(match broken {
+        let src: Source = match broken {
             Some(e) => Box::new(head.chain(BufReader::new(Broken(Some(e))))),
             None if read_ahead => match ReadAhead::spawn(Box::new(dec)) {
                 Ok(ahead) => Box::new(head.chain(ahead)),
                 Err(dec) => Box::new(head.chain(BufReader::with_capacity(TEXT_BUF, dec))),
             },
             None => Box::new(head.chain(BufReader::with_capacity(TEXT_BUF, dec))),
-        })
+        };
+        Ok((src, true))
     } else if let Err(e) = refuse_utf16(head) {
         Err(io_err(e))
     } else if has_gz_extension(path) && !head.is_empty() {
@@ -256,7 +257,7 @@ fn open_source(path: &Path, read_ahead: bool) -> Result<Source, ReadError> {
             "the name ends in .gz but the file is not gzip (no 1f 8b magic bytes)",
         )))
     } else {
-        Ok(Box::new(raw))
+        Ok((Box::new(raw), false))
     }
 }
 
@@ -499,6 +500,8 @@ pub struct CorpusReader {
     done: bool,
     /// xxh3 hashes of the explicit ids seen so far, to count duplicates.
     seen_ids: rustc_hash::FxHashSet<u64>,
+    /// Whether reading decodes as well as parses (a gzip file, or Parquet).
+    decodes: bool,
 }
 
 impl CorpusReader {
@@ -509,20 +512,27 @@ impl CorpusReader {
             InputFormat::Auto => detect_format(path),
             f => f,
         };
+        let mut decodes = false;
         let inner = match format {
-            InputFormat::Jsonl | InputFormat::Text => Inner::Lines {
-                src: open_source(path, true)?,
-                buf: Vec::with_capacity(1 << 16),
-                line: 0,
-                json: format == InputFormat::Jsonl,
-            },
+            InputFormat::Jsonl | InputFormat::Text => {
+                let (src, gzip) = open_source(path, true)?;
+                decodes = gzip;
+                Inner::Lines {
+                    src,
+                    buf: Vec::with_capacity(1 << 16),
+                    line: 0,
+                    json: format == InputFormat::Jsonl,
+                }
+            }
             InputFormat::Csv | InputFormat::Tsv => {
                 let delimiter = if format == InputFormat::Tsv {
                     b'\t'
                 } else {
                     b','
                 };
-                open_delimited(path, open_source(path, true)?, delimiter, options)?
+                let (src, gzip) = open_source(path, true)?;
+                decodes = gzip;
+                open_delimited(path, src, delimiter, options)?
             }
             InputFormat::Dir => {
                 let mut files = Vec::new();
@@ -538,6 +548,7 @@ impl CorpusReader {
             }
             #[cfg(feature = "parquet")]
             InputFormat::Parquet => {
+                decodes = true;
                 Inner::Parquet(Box::new(super::parquet::ParquetRows::open(path, options)?))
             }
             #[cfg(not(feature = "parquet"))]
@@ -559,7 +570,14 @@ impl CorpusReader {
             stats: ReadStats::default(),
             done: false,
             seen_ids: Default::default(),
+            decodes,
         })
+    }
+
+    /// Whether reading this corpus decodes as well as parses: a gzip file (inflated on a thread of its own) or
+    /// Parquet. Such a reader keeps a core busy; a plain file's parsing leaves part of one idle.
+    pub fn decodes(&self) -> bool {
+        self.decodes
     }
 
     /// The counts so far (final once the iteration has ended).
@@ -698,6 +716,7 @@ impl CorpusReader {
                 buf.clear();
                 let limit = options.max_record_bytes;
                 open_source(&full, false)?
+                    .0
                     .take(limit.saturating_add(1))
                     .read_to_end(buf)
                     .map_err(|cause| ReadError::Io {

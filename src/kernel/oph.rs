@@ -340,6 +340,17 @@ impl Source for Windows {
     }
 }
 
+/// A candidate buffer's entries as `u64`s.
+///
+/// # Safety
+/// Every entry of `buf` was written.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn written_candidates(buf: &[std::mem::MaybeUninit<u64>]) -> &[u64] {
+    // SAFETY: MaybeUninit<u64> has u64's layout, and the caller guarantees every entry is initialised.
+    unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u64>(), buf.len()) }
+}
+
 /// The raw-sketch update of `vectors` vectors of 8 inputs from `src`: each input becomes `h = mix64(id ^ seed)`
 /// and `bins[bin(h)] = min(.., value(h))`, exactly as [`Oph::sign_raw`] defines it. Per step, 8 inputs are mixed
 /// in registers, filtered ([`GroupBounds`]) and compressed into a candidate buffer; only candidates reach the
@@ -371,7 +382,10 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
         let binner = Binner::new(bins.len());
         let seed_v = _mm512_set1_epi64(seed as i64);
         let (c1, c2) = crate::arch::x86::mix64_constants();
-        let mut cand = [[0u64; PIPE_CHUNK]; 2];
+        // Two candidate buffers, left uninitialised: each chunk writes entries 0..kept (whole 8-lane stores from
+        // 0 up) before anything reads them, and reads only below `kept` (zeroing them cost a memset per call).
+        let mut cand = [[std::mem::MaybeUninit::<u64>::uninit(); PIPE_CHUNK]; 2];
+        // SAFETY (for each `written` below): entries below the `pending` of the buffer's last chunk were stored.
         let mut pending = 0usize;
         let mut turn = 0usize;
         // Pipeline registers: after step t, `a` holds the ids of vector t, `b` vector t - 1 after mix64's first
@@ -426,22 +440,23 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
                 step!(t, bounds, cur, kept);
                 if q + DRAIN_PER_STEP <= pending {
                     // A fixed count: the compiler unrolls it, no loop overhead per candidate.
-                    let batch: &[u64; DRAIN_PER_STEP] = prev[q..q + DRAIN_PER_STEP]
-                        .try_into()
-                        .expect("a full batch");
+                    let batch: &[u64; DRAIN_PER_STEP] =
+                        written_candidates(&prev[q..q + DRAIN_PER_STEP])
+                            .try_into()
+                            .expect("a full batch");
                     for &h in batch {
                         binner.update_capped(bins, h);
                     }
                     q += DRAIN_PER_STEP;
                 } else {
-                    for &h in &prev[q..pending] {
+                    for &h in written_candidates(&prev[q..pending]) {
                         binner.update_capped(bins, h);
                     }
                     q = pending;
                 }
                 t += 1;
             }
-            for &h in &prev[q..pending] {
+            for &h in written_candidates(&prev[q..pending]) {
                 binner.update_capped(bins, h);
             }
             // Phase 2: every earlier candidate is in the bins; tighten the bounds and run the rest of the chunk.
@@ -453,7 +468,7 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
             pending = kept;
             turn ^= 1;
         }
-        for &h in &cand[turn ^ 1][..pending] {
+        for &h in written_candidates(&cand[turn ^ 1][..pending]) {
             binner.update_capped(bins, h);
         }
     }
@@ -583,7 +598,7 @@ impl<T: RunSigner> WindowSink for RawSketchSink<'_, T> {
 /// order-free, so the bins are the same as [`Oph::sign_raw`]'s on the plain path.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{Binner, EMPTY, min_update};
+    use super::{Binner, EMPTY, min_update, written_candidates};
     use crate::arch::Avx2;
     use crate::arch::x86::{BITS4, Mix64x4};
     use crate::hash::mix64;
@@ -666,7 +681,8 @@ mod avx2 {
             return;
         }
         let mix = Mix64x4::new(token);
-        let mut cand = [0u64; CHUNK4];
+        // Left uninitialised: each chunk stores entries 0..n (whole 4-lane stores from 0 up) before reading them.
+        let mut cand = [std::mem::MaybeUninit::<u64>::uninit(); CHUNK4];
         // SAFETY: AVX2 by this function's contract; the loads and stores below stay in `cand`, the
         // table and `src`'s valid vectors, as each comment says.
         unsafe {
@@ -722,8 +738,8 @@ mod avx2 {
                     stages_1_to_3!(t);
                     t += 1;
                 }
-                // SAFETY: every packed bin is (hi32(h) * k) >> 32 < k = bins.len().
-                min_update(&cand[..n], bins);
+                // SAFETY: every packed bin is (hi32(h) * k) >> 32 < k = bins.len(); entries below n were stored.
+                min_update(written_candidates(&cand[..n]), bins);
             }
         }
     }
