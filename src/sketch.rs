@@ -438,6 +438,15 @@ impl From<ReadError> for Stop {
     }
 }
 
+/// Where [`sketch`] writes the signed batches: on the signing thread, or through a channel to a writing thread.
+enum Writing<'scope> {
+    Here(Box<SignatureWriter>),
+    Thread(
+        std::sync::mpsc::SyncSender<SignedBatch>,
+        std::thread::ScopedJoinHandle<'scope, Result<SignatureWriter, SketchError>>,
+    ),
+}
+
 /// What a signed batch needs to be written (ids, signatures, empty flags), taken out of it; the texts stay, to
 /// go back to the reading thread and be freed there.
 fn detach(batch: &mut SignedBatch) -> SignedBatch {
@@ -474,39 +483,42 @@ pub fn sketch(
     let started = Instant::now();
     let (mut documents, mut empty, mut bytes) = (0u64, 0u64, 0u64);
     let path = output.path.clone();
-    let on_thread = !reader.decodes();
     std::thread::scope(|scope| -> Result<(), SketchError> {
-        let (tx, writer, mut here) = if on_thread {
+        let mut writing = if reader.decodes() {
+            Writing::Here(Box::new(output))
+        } else {
             let (tx, rx) = std::sync::mpsc::sync_channel::<SignedBatch>(WRITE_QUEUE);
             let mut output = output;
-            let writer = scope.spawn(move || -> Result<SignatureWriter, SketchError> {
-                for batch in rx {
-                    output.write_batch(&batch)?;
-                }
-                Ok(output)
-            });
-            (Some(tx), Some(writer), None)
-        } else {
-            (None, None, Some(output))
+            Writing::Thread(
+                tx,
+                scope.spawn(move || -> Result<SignatureWriter, SketchError> {
+                    for batch in rx {
+                        output.write_batch(&batch)?;
+                    }
+                    Ok(output)
+                }),
+            )
         };
         let signed = sketch_corpus(reader, shingler, kernel, |batch| {
             documents += batch.docs.len() as u64;
             empty += batch.empty.iter().filter(|&&e| e).count() as u64;
             bytes += batch.docs.iter().map(|d| d.text.len() as u64).sum::<u64>();
             progress.inc(batch.docs.len() as u64);
-            match (&tx, &mut here) {
+            match &mut writing {
+                Writing::Here(output) => output.write_batch(batch).map_err(Stop::Write),
                 // A send fails only when the writer stopped on an error, which its join below reports.
-                (Some(tx), _) => tx.send(detach(batch)).map_err(|_| Stop::Writer),
-                (None, Some(output)) => output.write_batch(batch).map_err(Stop::Write),
-                (None, None) => unreachable!("a writer on one thread or the other"),
+                Writing::Thread(tx, _) => tx.send(detach(batch)).map_err(|_| Stop::Writer),
             }
         });
-        drop(tx);
-        let written = match writer {
-            Some(writer) => writer
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            None => Ok(here.take().expect("written here")),
+        let written = match writing {
+            Writing::Here(output) => Ok(*output),
+            Writing::Thread(tx, writer) => {
+                // Closing the channel ends the writer's loop.
+                drop(tx);
+                writer
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            }
         };
         match (signed, written) {
             // The writer's error is the cause of a failed send, and comes first otherwise too.

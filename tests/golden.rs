@@ -2,9 +2,10 @@
 //! library-core redesign, and every later build must reproduce them.
 //!
 //! Covered: `sketch` `.npy` (with its `.ids.csv`) and `.csv` for every kernel x `--isa` this CPU runs x thread
-//! count on the shipped SpamAssassin corpus, and for every kernel x thread count on it uncompressed; `dedup` pairs, clusters, group report and kept corpus (1 and 2
-//! threads); `exact`; and the CSVs of the quick experiments, with the columns that legitimately differ between
-//! runs and machines dropped (timings, the commit, the CPU model, the instruction set).
+//! count on the shipped SpamAssassin corpus, and for every kernel x thread count on it uncompressed; `dedup`
+//! pairs, clusters, group report and kept corpus (1 and 2 threads); `exact`; and the CSVs of the quick
+//! experiments, with the columns that legitimately differ between runs and machines dropped (timings, the
+//! commit, the CPU model, the instruction set).
 //!
 //! Re-recording (only when an output is *meant* to change, with the reason in the commit):
 //! `LSHBENCH_GOLDEN_RECORD=1 cargo test --test golden`.
@@ -108,6 +109,50 @@ type Digest3 = (String, String, String);
 /// A run of the CLI and the digests of what it wrote.
 type Job<'a> = Box<dyn Fn() -> Vec<Digest3> + Send + Sync + 'a>;
 
+/// `sketch` of `input` with `kernel` on `threads` threads (and `--isa`, if given) to `npy`, and to `csv` if
+/// given: the digests of the array, its ids file and the CSV, named by kernel, so that every such run must agree.
+fn sketch_digests(
+    input: &str,
+    kernel: &str,
+    isa: Option<&str>,
+    threads: &str,
+    npy: &str,
+    csv: Option<&str>,
+    how: &str,
+) -> Vec<Digest3> {
+    let sketch = |output: &str| {
+        let mut args = vec!["sketch", "--input", input, "--kernel", kernel];
+        if let Some(isa) = isa {
+            args.extend(["--isa", isa]);
+        }
+        args.extend(["--threads", threads, "--output", output]);
+        lshbench(&args);
+    };
+    sketch(npy);
+    let ids = npy.replace(".npy", ".ids.csv");
+    let mut out = vec![
+        (
+            format!("sketch/{kernel}.npy"),
+            file_digest(Path::new(npy)),
+            how.to_string(),
+        ),
+        (
+            format!("sketch/{kernel}.ids.csv"),
+            file_digest(Path::new(&ids)),
+            how.to_string(),
+        ),
+    ];
+    if let Some(csv) = csv {
+        sketch(csv);
+        out.push((
+            format!("sketch/{kernel}.csv"),
+            file_digest(Path::new(csv)),
+            how.to_string(),
+        ));
+    }
+    out
+}
+
 /// Every digest this build produces, by name. Runs that must agree (different ISA or thread count) share a
 /// name; a disagreement among them is reported as such. The runs are independent processes, so they go two
 /// (or as many as there are cores) at a time; the digests are compared in the fixed order of the list.
@@ -118,51 +163,20 @@ fn compute(dir: &Path) -> BTreeMap<String, String> {
     for kernel in KERNELS {
         for isa in ISAS.iter().filter(|i| isa_supported(i)) {
             for threads in ["1", "2"] {
-                let (npy, csv) = (
-                    d(&format!("{kernel}-{isa}-{threads}.npy")),
-                    d(&format!("{kernel}-{isa}.csv")),
-                );
+                let npy = d(&format!("{kernel}-{isa}-{threads}.npy"));
+                // The CSV writer is the same for every ISA: one thread count is enough there.
+                let csv = (threads == "2").then(|| d(&format!("{kernel}-{isa}.csv")));
+                let how = format!("--isa {isa} --threads {threads}");
                 jobs.push(Box::new(move || {
-                    let sketch = |output: &str| {
-                        lshbench(&[
-                            "sketch",
-                            "--input",
-                            CORPUS,
-                            "--kernel",
-                            kernel,
-                            "--isa",
-                            isa,
-                            "--threads",
-                            threads,
-                            "--output",
-                            output,
-                        ])
-                    };
-                    sketch(&npy);
-                    let how = format!("--isa {isa} --threads {threads}");
-                    let ids = npy.replace(".npy", ".ids.csv");
-                    let mut out = vec![
-                        (
-                            format!("sketch/{kernel}.npy"),
-                            file_digest(Path::new(&npy)),
-                            how.clone(),
-                        ),
-                        (
-                            format!("sketch/{kernel}.ids.csv"),
-                            file_digest(Path::new(&ids)),
-                            how.clone(),
-                        ),
-                    ];
-                    // The CSV writer is the same for every ISA: one thread count is enough there.
-                    if threads == "2" {
-                        sketch(&csv);
-                        out.push((
-                            format!("sketch/{kernel}.csv"),
-                            file_digest(Path::new(&csv)),
-                            how,
-                        ));
-                    }
-                    out
+                    sketch_digests(
+                        CORPUS,
+                        kernel,
+                        Some(isa),
+                        threads,
+                        &npy,
+                        csv.as_deref(),
+                        &how,
+                    )
                 }));
             }
         }
@@ -181,44 +195,11 @@ fn compute(dir: &Path) -> BTreeMap<String, String> {
     for kernel in KERNELS {
         for threads in ["1", "2"] {
             let plain = plain.clone();
-            let (npy, csv) = (
-                d(&format!("plain-{kernel}-{threads}.npy")),
-                d(&format!("plain-{kernel}-{threads}.csv")),
-            );
+            let npy = d(&format!("plain-{kernel}-{threads}.npy"));
+            let csv = d(&format!("plain-{kernel}-{threads}.csv"));
+            let how = format!("the uncompressed corpus, --threads {threads}");
             jobs.push(Box::new(move || {
-                let sketch = |output: &str| {
-                    lshbench(&[
-                        "sketch",
-                        "--input",
-                        &plain,
-                        "--kernel",
-                        kernel,
-                        "--threads",
-                        threads,
-                        "--output",
-                        output,
-                    ])
-                };
-                sketch(&npy);
-                sketch(&csv);
-                let how = format!("the uncompressed corpus, --threads {threads}");
-                vec![
-                    (
-                        format!("sketch/{kernel}.npy"),
-                        file_digest(Path::new(&npy)),
-                        how.clone(),
-                    ),
-                    (
-                        format!("sketch/{kernel}.ids.csv"),
-                        file_digest(Path::new(&npy.replace(".npy", ".ids.csv"))),
-                        how.clone(),
-                    ),
-                    (
-                        format!("sketch/{kernel}.csv"),
-                        file_digest(Path::new(&csv)),
-                        how,
-                    ),
-                ]
+                sketch_digests(&plain, kernel, None, threads, &npy, Some(&csv), &how)
             }));
         }
     }

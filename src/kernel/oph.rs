@@ -385,7 +385,7 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
         // Two candidate buffers, left uninitialised: each chunk writes entries 0..kept (whole 8-lane stores from
         // 0 up) before anything reads them, and reads only below `kept` (zeroing them cost a memset per call).
         let mut cand = [[std::mem::MaybeUninit::<u64>::uninit(); PIPE_CHUNK]; 2];
-        // SAFETY (for each `written` below): entries below the `pending` of the buffer's last chunk were stored.
+        // SAFETY (for each `written_candidates` below): entries below the `pending` of the buffer's last chunk were stored.
         let mut pending = 0usize;
         let mut turn = 0usize;
         // Pipeline registers: after step t, `a` holds the ids of vector t, `b` vector t - 1 after mix64's first
