@@ -204,6 +204,29 @@ impl Avx512 {
     }
 }
 
+impl Avx512 {
+    /// The VBMI2 token, if this CPU also runs AVX-512 VBMI and VBMI2 (Ice Lake and later, Zen 4 and later;
+    /// not Skylake-SP). Not an [`Isa`] of its own: the byte loops that use it give the same bytes as the
+    /// AVX-512 loops they speed up, so `--isa avx512` takes it wherever the CPU has it.
+    #[inline]
+    pub fn vbmi2(self) -> Option<Vbmi2> {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512vbmi")
+            && std::arch::is_x86_feature_detected!("avx512vbmi2")
+        {
+            return Some(Vbmi2 { _checked: () });
+        }
+        None
+    }
+}
+
+/// Proof that this CPU runs AVX-512 VBMI and VBMI2 (byte permutes, byte compress) besides everything an
+/// [`Avx512`] token proves: only [`Avx512::vbmi2`] makes one.
+#[derive(Clone, Copy, Debug)]
+pub struct Vbmi2 {
+    _checked: (),
+}
+
 /// Proof that this CPU runs AVX2: only [`Dispatch::avx2`] and [`Avx2::detect`] make one.
 #[derive(Clone, Copy, Debug)]
 pub struct Avx2 {

@@ -37,6 +37,7 @@ pub fn cpu_features() -> Vec<&'static str> {
             "avx512vl",
             "avx512ifma",
             "avx512vbmi",
+            "avx512vbmi2",
             "avx512vpopcntdq"
         );
     }

@@ -238,6 +238,10 @@ fn unescape(b: &[u8], pos: usize, out: &mut Vec<u8>, dispatch: Dispatch) -> Opti
     assert!(out.capacity() - out.len() >= b.len() - pos + PLAIN_SLACK);
     #[cfg(target_arch = "x86_64")]
     if let Some(token) = dispatch.avx512() {
+        if let Some(token) = token.vbmi2() {
+            // SAFETY: the token proves AVX-512 F/BW/VBMI/VBMI2; the spare capacity is asserted above.
+            return unsafe { unescape_vbmi2(token, b, pos, out) };
+        }
         // SAFETY: the token proves AVX-512 F/BW; the spare capacity is asserted above.
         return unsafe { unescape_avx512(token, b, pos, out) };
     }
@@ -336,11 +340,105 @@ unsafe fn swar_block(b: &[u8], pos: usize, dst: *mut u8) -> (usize, bool) {
     (k, false)
 }
 
-/// [`unescape`] 64 bytes at a time with AVX-512. Each block (the last one loaded under a mask, so no byte past
-/// `b` is read) is stored whole, and its quotes and backslashes are found once: the escapes in it are then
-/// taken from the masks one after another, and after each one the rest of the block is stored again one byte
+/// The bytes of `b` from `at` (at most 64, the rest of the vector zero) and the mask of the lanes they fill.
+///
+/// # Safety
+/// Called only from code compiled for AVX-512 F/BW (into which it is inlined), and `at <= b.len()`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn load_block(b: &[u8], at: usize) -> (std::arch::x86_64::__m512i, u64) {
+    use std::arch::x86_64::*;
+    let left = b.len() - at;
+    let valid: u64 = if left >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << left) - 1
+    };
+    // SAFETY: the mask covers only the `left` bytes of `b` from `at` (masked lanes are not read); the CPU
+    // features are this function's contract.
+    (
+        unsafe { _mm512_maskz_loadu_epi8(valid, b.as_ptr().add(at).cast()) },
+        valid,
+    )
+}
+
+/// Where [`block_avx512`] left the unescape: at the next block (its input position and output length), or
+/// done, with [`unescape`]'s answer (and `out`'s length set).
+enum Step {
+    Next(usize, usize),
+    Done(Option<usize>),
+}
+
+/// One block of [`unescape_avx512`]: the bytes of `b` from `pos` (at most 64), whose unescaped bytes go to
+/// `out` from output position `olen` (the bytes of `out` below `olen` are initialised; `out.len()` may lag).
+/// The block is stored whole, and its quotes and backslashes are found once: the escapes in it are then taken
+/// from the masks one after another, and after each one the rest of the block is stored again one byte
 /// further back, instead of searching afresh from each escape (which chains every escape through a load, a
 /// compare and a bit scan).
+///
+/// # Safety
+/// Called only from code compiled for AVX-512 F/BW (into which it is inlined); `pos < b.len()`; and `out`
+/// has room for 64 bytes at the output position of any input position below `b.len()`: its capacity is at
+/// least `olen + (b.len() - pos) + PLAIN_SLACK`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn block_avx512(b: &[u8], pos: usize, olen: usize, out: &mut Vec<u8>) -> Step {
+    use std::arch::x86_64::*;
+    let n = b.len();
+    let base = out.as_mut_ptr();
+    // SAFETY: `pos <= n` (this function's contract).
+    let (v, valid) = unsafe { load_block(b, pos) };
+    // SAFETY: output position `olen` stands for input position `pos < n` (this function's contract).
+    unsafe { _mm512_storeu_si512(base.add(olen).cast(), v) };
+    // SAFETY: register-only AVX-512 F/BW instructions, which the CPU runs (this function's contract).
+    let (quotes, backslashes) = unsafe {
+        (
+            _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'"' as i8)) & valid,
+            _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'\\' as i8)) & valid,
+        )
+    };
+    let mut special = quotes | backslashes;
+    let end = (n - pos).min(64);
+    // Block bytes `from..` are in the output from `at` on.
+    let (mut from, mut at) = (0usize, olen);
+    while special != 0 {
+        let k = special.trailing_zeros() as usize;
+        let kept = at + (k - from);
+        if quotes >> k & 1 != 0 {
+            // SAFETY: the bytes below `kept` were stored (block bytes before `k`, from `at` on).
+            unsafe { out.set_len(kept) };
+            return Step::Done(Some(pos + k + 1));
+        }
+        let Some(&c) = b.get(pos + k + 1) else {
+            // SAFETY: as above.
+            unsafe { out.set_len(kept) };
+            return Step::Done(None);
+        };
+        let simple = SIMPLE_ESCAPES[c as usize];
+        if simple == 0 {
+            // SAFETY: as above.
+            unsafe { out.set_len(kept) };
+            return match push_escape(&b[pos + k..], out) {
+                Some(used) => Step::Next(pos + k + used, out.len()),
+                None => Step::Done(None),
+            };
+        }
+        // SAFETY: output position `kept` stands for input position `pos + k < n`.
+        unsafe { *base.add(kept) = simple };
+        (from, at) = (k + 2, kept + 1);
+        if from >= end {
+            return Step::Next(pos + from, at);
+        }
+        // The rest of the block, one byte further back (and more of `b` after it, overwritten later).
+        // SAFETY: output position `at` stands for input position `pos + from < n`.
+        unsafe { _mm512_storeu_si512(base.add(at).cast(), load_block(b, pos + from).0) };
+        special &= u64::MAX << from;
+    }
+    Step::Next(pos + end, at + (end - from))
+}
+
+/// [`unescape`] 64 bytes at a time with AVX-512 ([`block_avx512`]; the last block is loaded under a mask, so
+/// no byte past `b` is read).
 ///
 /// # Safety
 /// The CPU has AVX-512 F/BW (the token), and `out` has `b.len() - pos + PLAIN_SLACK` bytes of spare capacity.
@@ -349,81 +447,139 @@ unsafe fn swar_block(b: &[u8], pos: usize, dst: *mut u8) -> (usize, bool) {
 unsafe fn unescape_avx512(
     _: crate::arch::Avx512,
     b: &[u8],
-    mut pos: usize,
+    pos: usize,
     out: &mut Vec<u8>,
 ) -> Option<usize> {
-    use std::arch::x86_64::*;
-    let quote = _mm512_set1_epi8(b'"' as i8);
-    let backslash = _mm512_set1_epi8(b'\\' as i8);
-    let n = b.len();
-    // The bytes of `b` from `at`, at most 64 (the rest of the vector zero).
-    let load = |at: usize| {
-        let left = n - at;
-        let valid: u64 = if left >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << left) - 1
-        };
-        // SAFETY: the mask covers only the `left` bytes of `b` from `at` (masked lanes are not read).
-        (
-            unsafe { _mm512_maskz_loadu_epi8(valid, b.as_ptr().add(at).cast()) },
-            valid,
-        )
-    };
-    // Output length so far; the bytes below it are initialised. Invariant: `olen - out.len()` (at entry) is at
-    // most `pos - entry pos` (an unescaped char is never longer than its escape), so every 64-byte store at an
-    // output position that stands for an input position up to `n` stays within the spare capacity.
+    // SAFETY: the CPU features and the room are this function's contract; no block is taken another way.
+    unsafe { unescape_blocks(b, pos, out, |_, _, _| None) }
+}
+
+/// [`unescape`] with AVX-512 VBMI2: each block first tries [`block_vbmi2`], and the blocks it leaves go through
+/// [`block_avx512`], one escape at a time. Same bytes as [`unescape_avx512`] (tested).
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW/VBMI/VBMI2 (the token), and `out` has `b.len() - pos + PLAIN_SLACK` bytes of spare
+/// capacity.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,popcnt")]
+unsafe fn unescape_vbmi2(
+    token: crate::arch::Vbmi2,
+    b: &[u8],
+    pos: usize,
+    out: &mut Vec<u8>,
+) -> Option<usize> {
+    // SAFETY: the token proves the CPU features; the room is this function's contract, and `unescape_blocks`
+    // passes it on to each block.
+    unsafe {
+        unescape_blocks(b, pos, out, |pos, olen, out| {
+            block_vbmi2(token, b, pos, olen, out)
+        })
+    }
+}
+
+/// The block loop of the AVX-512 unescapes: from `pos`, each block is `fast`'s (given the input position, the
+/// output length and `out`), or [`block_avx512`]'s where `fast` declines it (`None`).
+///
+/// # Safety
+/// Called only from code compiled for AVX-512 F/BW (into which it is inlined); `out` has `b.len() - pos +
+/// PLAIN_SLACK` bytes of spare capacity; and `fast` keeps [`block_avx512`]'s contract.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn unescape_blocks(
+    b: &[u8],
+    mut pos: usize,
+    out: &mut Vec<u8>,
+    fast: impl Fn(usize, usize, &mut Vec<u8>) -> Option<Step>,
+) -> Option<usize> {
+    // Output length so far. Invariant: `olen - out.len()` (at entry) is at most `pos - entry pos` (an
+    // unescaped char is never longer than its escape), so the room a block needs is always there.
     let mut olen = out.len();
-    let mut base = out.as_mut_ptr();
-    'blocks: while pos < n {
-        let (v, valid) = load(pos);
-        // SAFETY: output position `olen` stands for input position `pos < n` (the invariant above).
-        unsafe { _mm512_storeu_si512(base.add(olen).cast(), v) };
-        let quotes = _mm512_cmpeq_epi8_mask(v, quote) & valid;
-        let mut special = quotes | (_mm512_cmpeq_epi8_mask(v, backslash) & valid);
-        let end = (n - pos).min(64);
-        // Block bytes `from..` are in the output from `at` on.
-        let (mut from, mut at) = (0usize, olen);
-        while special != 0 {
-            let k = special.trailing_zeros() as usize;
-            let kept = at + (k - from);
-            if quotes >> k & 1 != 0 {
-                // SAFETY: the bytes below `kept` were stored (block bytes before `k`, from `at` on).
-                unsafe { out.set_len(kept) };
-                return Some(pos + k + 1);
-            }
-            let Some(&c) = b.get(pos + k + 1) else {
-                // SAFETY: as above.
-                unsafe { out.set_len(kept) };
-                return None;
-            };
-            let simple = SIMPLE_ESCAPES[c as usize];
-            if simple == 0 {
-                // SAFETY: as above.
-                unsafe { out.set_len(kept) };
-                let used = push_escape(&b[pos + k..], out)?;
-                // (Within the capacity, so not moved; taken again after the call that wrote through `out`.)
-                (olen, base) = (out.len(), out.as_mut_ptr());
-                pos += k + used;
-                continue 'blocks;
-            }
-            // SAFETY: output position `kept` stands for input position `pos + k < n`.
-            unsafe { *base.add(kept) = simple };
-            (from, at) = (k + 2, kept + 1);
-            if from >= end {
-                (pos, olen) = (pos + from, at);
-                continue 'blocks;
-            }
-            // The rest of the block, one byte further back (and more of `b` after it, overwritten later).
-            // SAFETY: output position `at` stands for input position `pos + from < n`.
-            unsafe { _mm512_storeu_si512(base.add(at).cast(), load(pos + from).0) };
-            special &= u64::MAX << from;
+    while pos < b.len() {
+        // SAFETY: `pos < b.len()`, and the room by the invariant above.
+        let step = match fast(pos, olen, out) {
+            Some(step) => step,
+            None => unsafe { block_avx512(b, pos, olen, out) },
+        };
+        match step {
+            Step::Next(p, o) => (pos, olen) = (p, o),
+            Step::Done(answer) => return answer,
         }
-        (pos, olen) = (pos + end, at + (end - from));
     }
     // SAFETY: every byte below `olen` was stored.
     unsafe { out.set_len(olen) };
     None
+}
+
+/// One block of [`unescape_vbmi2`], without a branch per escape, when its escapes are all one-byte escapes,
+/// none of them an escaped backslash and none cut by the block's end (most blocks of most texts); `None`,
+/// having written nothing, for any other block (an escaped backslash, a `\u` or an invalid escape, a backslash
+/// as its last byte). Each escaped byte is replaced by its char (a 128-entry byte lookup, `vpermt2b`), and the
+/// block's bytes other than the backslashes are packed together (`vpcompressb`) and stored.
+///
+/// Why a block with no adjacent backslashes is exact: a quote is escaped only when an odd run of backslashes
+/// comes before it, so a quote not right after a backslash ends the string, and the first of them is the
+/// string's end unless an even run (an escaped backslash: two adjacent) comes before it; without adjacent
+/// backslashes every backslash starts an escape and the byte after it is its escaped byte.
+///
+/// # Safety
+/// `pos < b.len()`, and `out` has the room [`block_avx512`] needs; the token proves the CPU features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,popcnt")]
+#[inline]
+unsafe fn block_vbmi2(
+    _: crate::arch::Vbmi2,
+    b: &[u8],
+    pos: usize,
+    olen: usize,
+    out: &mut Vec<u8>,
+) -> Option<Step> {
+    use std::arch::x86_64::*;
+    // SAFETY: `SIMPLE_ESCAPES` has 256 bytes; these are its first 128, the entries of the ASCII bytes.
+    let (low, high) = unsafe {
+        (
+            _mm512_loadu_si512(SIMPLE_ESCAPES.as_ptr().cast()),
+            _mm512_loadu_si512(SIMPLE_ESCAPES.as_ptr().add(64).cast()),
+        )
+    };
+    // SAFETY: `pos < b.len()` (this function's contract).
+    let (v, _) = unsafe { load_block(b, pos) };
+    let end = (b.len() - pos).min(64);
+    // Lanes past `end` are zero: neither a quote nor a backslash.
+    let slashes = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'\\' as i8));
+    let escaped = slashes << 1;
+    let ends = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'"' as i8)) & !escaped;
+    let lim = if ends != 0 {
+        ends.trailing_zeros() as usize
+    } else {
+        end
+    };
+    let inside = if lim == 64 {
+        u64::MAX
+    } else {
+        (1u64 << lim) - 1
+    };
+    let slashes = slashes & inside;
+    let escaped = escaped & inside;
+    // The char of each ASCII byte as a one-byte escape (0: not one); bytes of 0x80 and up have none.
+    let chars = _mm512_permutex2var_epi8(low, v, high);
+    let refused =
+        (_mm512_cmpeq_epi8_mask(chars, _mm512_setzero_si512()) | _mm512_movepi8_mask(v)) & escaped;
+    let cut = lim > 0 && slashes >> (lim - 1) & 1 != 0;
+    if slashes & (slashes >> 1) != 0 || refused != 0 || cut {
+        return None;
+    }
+    let keep = inside & !slashes;
+    let packed = _mm512_maskz_compress_epi8(keep, _mm512_mask_blend_epi8(escaped, v, chars));
+    // SAFETY: output position `olen` stands for input position `pos < b.len()`, so 64 bytes fit.
+    unsafe { _mm512_storeu_si512(out.as_mut_ptr().add(olen).cast(), packed) };
+    let olen = olen + keep.count_ones() as usize;
+    Some(if ends != 0 {
+        // SAFETY: every byte below `olen` was stored.
+        unsafe { out.set_len(olen) };
+        Step::Done(Some(pos + lim + 1))
+    } else {
+        Step::Next(pos + end, olen)
+    })
 }
 
 /// [`unescape`] 32 bytes at a time with AVX2; the last 31 bytes or fewer go 8 at a time ([`swar_block`]).
@@ -516,10 +672,49 @@ fn hex4(h: &[u8]) -> Option<u32> {
     })
 }
 
+/// A string's unescaped bytes and the position after its closing quote, or `None` (as [`unescape`] answers).
+#[cfg(test)]
+type Unescaped = Option<(Vec<u8>, usize)>;
+
+/// What every unescape loop this CPU runs makes of the string starting at `b[pos]`, by name (the SWAR loop
+/// first): the unescaped bytes and the position after the closing quote, or `None`. For tests that compare
+/// the loops byte for byte.
+#[cfg(test)]
+fn every_unescape(b: &[u8], pos: usize) -> Vec<(&'static str, Unescaped)> {
+    let run = |f: &dyn Fn(&mut Vec<u8>) -> Option<usize>| {
+        let mut out = Vec::with_capacity(b.len() - pos + PLAIN_SLACK);
+        f(&mut out).map(|end| (out, end))
+    };
+    // SAFETY: `run` gives `out` the spare capacity the loops need; `swar_block` reads only `b` and writes at
+    // most 8 bytes.
+    let swar =
+        run(&|out| unsafe { unescape_with(b, pos, out, |b, pos, dst| swar_block(b, pos, dst)) });
+    let mut all = vec![("swar", swar)];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let Some(token) = crate::arch::Avx2::detect() {
+            // SAFETY: the token proves AVX2; the capacity as above.
+            let avx2 = run(&|out| unsafe { unescape_avx2(token, b, pos, out) });
+            all.push(("avx2", avx2));
+        }
+        if let Some(token) = crate::arch::Avx512::detect() {
+            // SAFETY: the token proves AVX-512 F/BW; the capacity as above.
+            let avx512 = run(&|out| unsafe { unescape_avx512(token, b, pos, out) });
+            all.push(("avx512", avx512));
+            if let Some(token) = token.vbmi2() {
+                // SAFETY: the token proves AVX-512 VBMI/VBMI2 too; the capacity as above.
+                let vbmi2 = run(&|out| unsafe { unescape_vbmi2(token, b, pos, out) });
+                all.push(("vbmi2", vbmi2));
+            }
+        }
+    }
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::reader::{ReaderOptions, parse_json_serde};
-    use super::{PLAIN_SLACK, parse_fast};
+    use super::{PLAIN_SLACK, every_unescape, parse_fast};
     use crate::arch::Dispatch;
     use rand_xoshiro::Xoshiro256PlusPlus;
     use rand_xoshiro::rand_core::{Rng, SeedableRng};
@@ -550,6 +745,10 @@ mod tests {
             "line {:?}",
             String::from_utf8_lossy(line)
         );
+        // And every unescape loop, from every quote of the line, gives the same bytes.
+        for (at, _) in line.iter().enumerate().filter(|&(_, &c)| c == b'"') {
+            assert_same_unescapes(line, at + 1);
+        }
         let Some((id, text)) = fast else {
             return false;
         };
@@ -568,6 +767,38 @@ mod tests {
             ),
         }
         true
+    }
+
+    /// Every unescape loop's answer from `b[pos]` is the SWAR loop's.
+    fn assert_same_unescapes(b: &[u8], pos: usize) {
+        let all = every_unescape(b, pos);
+        for (name, answer) in &all[1..] {
+            assert_eq!(
+                answer,
+                &all[0].1,
+                "{name} against swar from byte {pos} of {:?}",
+                String::from_utf8_lossy(b)
+            );
+        }
+    }
+
+    #[test]
+    fn every_unescape_loop_agrees_on_dense_random_bytes() {
+        // Strings drawn from the bytes the loops branch on: quotes, backslashes (runs of them, and one as a
+        // block's last byte), the one-byte escape letters, `u` and hex digits, a control byte, and the bytes of
+        // an `é` and a `’` (a backslash before a byte of 0x80 or more is an invalid escape; 0xe2, the `’`'s
+        // first, is `b` with the high bit set, which a 128-entry lookup alone would take for `\b`).
+        const BYTES: &[u8] = b"aaaaaaaa\\\\\\\\\"\"nnt/rbfu0e9D\x01\xc3\xa9\xe2\x80\x99";
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(23);
+        for _ in 0..30_000 {
+            let len = (rng.next_u64() % 300) as usize;
+            let b: Vec<u8> = (0..len)
+                .map(|_| BYTES[(rng.next_u64() % BYTES.len() as u64) as usize])
+                .collect();
+            for pos in [0, 1, 7].into_iter().filter(|&p| p <= b.len()) {
+                assert_same_unescapes(&b, pos);
+            }
+        }
     }
 
     #[test]
