@@ -202,9 +202,7 @@ impl Avx512 {
     pub fn detect() -> Option<Avx512> {
         Isa::Avx512.supported().then_some(Avx512 { _checked: () })
     }
-}
 
-impl Avx512 {
     /// The VBMI2 token, if this CPU also runs AVX-512 VBMI and VBMI2 (Ice Lake and later, Zen 4 and later;
     /// not Skylake-SP). Not an [`Isa`] of its own: the byte loops that use it give the same bytes as the
     /// AVX-512 loops they speed up, so `--isa avx512` takes it wherever the CPU has it.
