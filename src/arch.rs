@@ -225,6 +225,14 @@ pub struct Vbmi2 {
     _checked: (),
 }
 
+impl Vbmi2 {
+    /// The [`Avx512`] token this one implies.
+    #[inline]
+    pub fn avx512(self) -> Avx512 {
+        Avx512 { _checked: () }
+    }
+}
+
 /// Proof that this CPU runs AVX2: only [`Dispatch::avx2`] and [`Avx2::detect`] make one.
 #[derive(Clone, Copy, Debug)]
 pub struct Avx2 {

@@ -965,34 +965,7 @@ pub static STOP_WORDS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The inverse of [`mix64`]: each xorshift and each odd multiplier undone, in reverse order.
-    fn unmix64(mut z: u64) -> u64 {
-        // x ^ (x >> s) is undone by xoring in the shifts s, 2s, ... below 64.
-        let unshift = |y: u64, s: u32| {
-            (1..)
-                .map(|i| i * s)
-                .take_while(|&t| t < 64)
-                .fold(y, |x, t| x ^ (y >> t))
-        };
-        // The inverse of an odd c mod 2^64, by Newton's iteration (each step doubles the correct low bits).
-        let inverse = |c: u64| {
-            (0..6).fold(c, |x, _| {
-                x.wrapping_mul(2u64.wrapping_sub(c.wrapping_mul(x)))
-            })
-        };
-        z = unshift(z, 31);
-        z = unshift(z.wrapping_mul(inverse(crate::hash::MIX_C2)), 27);
-        unshift(z.wrapping_mul(inverse(crate::hash::MIX_C1)), 30)
-    }
-
-    #[test]
-    fn unmix64_inverts_mix64() {
-        for x in [0u64, 1, 42, u64::MAX, 0x0123_4567_89ab_cdef] {
-            assert_eq!(unmix64(mix64(x)), x);
-            assert_eq!(mix64(unmix64(x)), x);
-        }
-    }
+    use crate::hash::unmix64;
 
     /// Id lists of many shapes: real `char:5` ids, then for sizes around the small-input cut-offs: spread
     /// (hash-like), many duplicates, small values (constant high bytes), three values, a descending run, and ids

@@ -265,6 +265,16 @@ pub mod x86 {
             }
         }
 
+        /// These windows with `x` XORed into every id: [`WindowsX8::ids`] then gives `id ^ x`, in the same XOR
+        /// as the key (the OPH sign loop folds its seed in here, one vector XOR fewer per 8 windows).
+        #[inline(always)]
+        pub fn xored(self, token: Avx512, x: u64) -> Self {
+            let _ = token;
+            // SAFETY: the token proves AVX-512F; register operations only.
+            let key_len = unsafe { _mm512_xor_si512(self.key_len, _mm512_set1_epi64(x as i64)) };
+            WindowsX8 { key_len, ..self }
+        }
+
         /// The ids of the windows starting at `p`, `p + 1`, ..., `p + 7`.
         ///
         /// # Safety

@@ -24,13 +24,15 @@ use super::bins::{CHUNK, min_update};
 use super::{Densification, Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 use crate::arch::Dispatch;
 #[cfg(target_arch = "x86_64")]
-use crate::arch::{Avx2, Avx512, x86::mix64_x8};
+use crate::arch::{Avx2, Avx512, Vbmi2, x86::mix64_x8};
 use crate::hash::{GOLDEN, mix64};
 use crate::window::WindowSource;
 #[cfg(target_arch = "x86_64")]
 use crate::window::{ShortRun, WindowSink, x86::WindowsX8};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::{__m512i, __mmask8};
 
 /// The registry entry of `oph-opt`.
 pub const SPEC_OPT: KernelSpec = KernelSpec {
@@ -128,6 +130,18 @@ impl Binner {
         *slot = (*slot).min((h as u32).min(EMPTY - 1));
     }
 
+    /// A candidate of [`pipeline`] filtered by `B`: [`Binner::update_capped`] if `B` capped it, else
+    /// [`Binner::update`].
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn apply<B: Bounds>(&self, bins: &mut [u32], h: u64) {
+        if B::CAPS {
+            self.update_capped(bins, h)
+        } else {
+            self.update(bins, h)
+        }
+    }
+
     /// [`Binner::update`] for an `h` whose value is already capped (the candidates of [`pipeline`]).
     #[inline(always)]
     fn update_capped(&self, bins: &mut [u32], h: u64) {
@@ -155,16 +169,62 @@ struct GroupBounds {
     t: [std::arch::x86_64::__m512i; 4],
 }
 
+/// The per-chunk filter of [`pipeline`]: thresholds taken from the bins, and the test of 8 mixed ids against
+/// them. A lane the test leaves out must be one that cannot lower its bin; thresholds are taken during a chunk
+/// and bins only fall, so a stale one is still valid.
+///
+/// The methods are `unsafe fn`s inlined into [`pipeline`] (whose callers are compiled for the instructions they
+/// need) rather than `#[target_feature]` functions, which the compiler may leave as calls (measured: about 6% of
+/// `oph-opt`'s signing time for a call once per chunk).
 #[cfg(target_arch = "x86_64")]
-impl GroupBounds {
-    const GROUPS: usize = 64;
+trait Bounds: Copy {
+    /// Whether [`Bounds::pass`] caps the lanes it returns (`lo32 = min(lo32, EMPTY - 1)`); if not, the scalar
+    /// update does.
+    const CAPS: bool;
 
     /// The thresholds of the bins as they are now.
     ///
     /// # Safety
-    /// The CPU must support AVX-512 F/DQ/BW/VL. An `unsafe fn` inlined into [`pipeline`] (whose callers are
-    /// compiled for AVX-512) rather than a `#[target_feature]` function, which the compiler may leave as a call
-    /// once per chunk (measured: about 6% of `oph-opt`'s signing time).
+    /// The CPU must support AVX-512 F/DQ/BW/VL and the instructions the implementation names.
+    unsafe fn of(bins: &[u32]) -> Self;
+
+    /// The lanes of `h` (capped if [`Bounds::CAPS`]) with the mask of those that may lower their bin.
+    ///
+    /// # Safety
+    /// As for [`Bounds::of`].
+    unsafe fn pass(&self, h: __m512i) -> (__m512i, __mmask8);
+}
+
+#[cfg(target_arch = "x86_64")]
+impl GroupBounds {
+    const GROUPS: usize = 64;
+
+    /// The tables from 64 thresholds in memory.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[inline(always)]
+    unsafe fn load(t: &[u32; 64]) -> Self {
+        use std::arch::x86_64::*;
+        let p = t.as_ptr();
+        // SAFETY: AVX-512F by this function's contract; `t` is 64 readable u32.
+        unsafe {
+            GroupBounds {
+                t: [
+                    _mm512_loadu_si512(p.cast()),
+                    _mm512_loadu_si512(p.add(16).cast()),
+                    _mm512_loadu_si512(p.add(32).cast()),
+                    _mm512_loadu_si512(p.add(48).cast()),
+                ],
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Bounds for GroupBounds {
+    const CAPS: bool = true;
+
     #[inline(always)]
     unsafe fn of(bins: &[u32]) -> Self {
         use std::arch::x86_64::*;
@@ -246,37 +306,9 @@ impl GroupBounds {
         }
     }
 
-    /// The tables from 64 thresholds in memory.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F.
+    /// Capped value < threshold.
     #[inline(always)]
-    unsafe fn load(t: &[u32; 64]) -> Self {
-        use std::arch::x86_64::*;
-        let p = t.as_ptr();
-        // SAFETY: AVX-512F by this function's contract; `t` is 64 readable u32.
-        unsafe {
-            GroupBounds {
-                t: [
-                    _mm512_loadu_si512(p.cast()),
-                    _mm512_loadu_si512(p.add(16).cast()),
-                    _mm512_loadu_si512(p.add(32).cast()),
-                    _mm512_loadu_si512(p.add(48).cast()),
-                ],
-            }
-        }
-    }
-
-    /// Caps the value of each lane of `h` (`lo32 = min(lo32, EMPTY - 1)`, so the scalar update need not) and
-    /// returns the capped lanes with the mask of those that may lower their bin: capped value < threshold.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F/DQ (inlined into [`pipeline`], as [`GroupBounds::of`]).
-    #[inline(always)]
-    unsafe fn pass(
-        &self,
-        h: std::arch::x86_64::__m512i,
-    ) -> (std::arch::x86_64::__m512i, std::arch::x86_64::__mmask8) {
+    unsafe fn pass(&self, h: __m512i) -> (__m512i, __mmask8) {
         use std::arch::x86_64::*;
         // SAFETY: AVX-512 F/DQ by this function's contract; register operations only.
         unsafe {
@@ -299,6 +331,87 @@ impl GroupBounds {
     }
 }
 
+/// The filter of [`pipeline`] at k = 128 where AVX-512 VBMI runs: one threshold per bin, the top byte of its
+/// value, looked up by the bin (the top 7 bits of `h`) with one `vpermt2b` over a 128-byte table. A value can
+/// lower its bin only if it is below the bin's value, so only if its top byte (bits 24..32 of `h`) is at most
+/// the bin's; an empty bin's byte is 0xff, which every lane passes. Against [`GroupBounds`] (the largest value
+/// of two bins, at 32 bits, looked up with two `vpermt2d` and a blend) this leaves out the lanes of a bin whose
+/// neighbour is still empty or higher, and lets through those that tie with their bin in the top byte. On the
+/// SpamAssassin bodies (char:5: 21 million windows, of which 2.05 million lower their bin when taken in order)
+/// 4.58 million candidates pass it, against 5.10 million with groups; most of the excess is the bounds' lag of
+/// up to two chunks. What it saves is vector work: four instructions per 8 windows instead of nine, as the
+/// lanes are not capped here (the scalar update caps them).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct ByteBounds {
+    /// The top bytes of bins 0..64 and of bins 64..128.
+    t: [std::arch::x86_64::__m512i; 2],
+}
+
+#[cfg(target_arch = "x86_64")]
+impl ByteBounds {
+    /// The one k this filter takes.
+    const K: usize = 128;
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Bounds for ByteBounds {
+    const CAPS: bool = false;
+
+    /// # Safety
+    /// As the trait's, with AVX-512 VBMI, and `bins.len() == 128`.
+    #[inline(always)]
+    unsafe fn of(bins: &[u32]) -> Self {
+        use std::arch::x86_64::*;
+        /// Byte 4i + 3 of a vector of u32 is the top byte of entry i: `vpermt2b` of two vectors with these
+        /// indices puts the top bytes of their 32 entries in bytes 0..32 (bytes 32..64 repeat them).
+        const TOP_BYTES: [u8; 64] = {
+            let mut t = [0u8; 64];
+            let mut i = 0;
+            while i < 64 {
+                t[i] = (4 * (i % 16) + 3 + 64 * ((i / 16) % 2)) as u8;
+                i += 1;
+            }
+            t
+        };
+        assert_eq!(bins.len(), Self::K, "ByteBounds is for k = 128");
+        // SAFETY: AVX-512 F/BW and VBMI by this function's contract; every load reads 16 u32 of the 128 in
+        // `bins`, and `TOP_BYTES` is 64 readable bytes.
+        unsafe {
+            let top = _mm512_loadu_si512(TOP_BYTES.as_ptr().cast());
+            let mut q = [_mm512_setzero_si512(); 4];
+            for (i, q) in q.iter_mut().enumerate() {
+                // 32i + 32 <= 128 for i < 4.
+                let a = _mm512_loadu_si512(bins.as_ptr().add(32 * i).cast());
+                let b = _mm512_loadu_si512(bins.as_ptr().add(32 * i + 16).cast());
+                *q = _mm512_permutex2var_epi8(a, top, b);
+            }
+            ByteBounds {
+                t: [
+                    _mm512_inserti64x4::<1>(q[0], _mm512_castsi512_si256(q[1])),
+                    _mm512_inserti64x4::<1>(q[2], _mm512_castsi512_si256(q[3])),
+                ],
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn pass(&self, h: __m512i) -> (__m512i, __mmask8) {
+        use std::arch::x86_64::*;
+        // SAFETY: AVX-512 F/BW and VBMI by this function's contract; register operations only.
+        unsafe {
+            // The bin (bits 57..64 of h) in the low 7 bits of byte 3 of each lane, the index `vpermt2b` reads;
+            // the lookup keeps byte 3 only, so each lane holds its bin's top byte in bits 24..32, zeros elsewhere.
+            let index = _mm512_srli_epi64::<33>(h);
+            let bound =
+                _mm512_maskz_permutex2var_epi8(0x0808_0808_0808_0808, self.t[0], index, self.t[1]);
+            // The value's top byte, in place.
+            let top = _mm512_and_si512(h, _mm512_set1_epi64(0xff00_0000));
+            (h, _mm512_cmple_epu64_mask(top, bound))
+        }
+    }
+}
+
 /// Where [`pipeline`] takes its vectors of 8 ids from.
 #[cfg(target_arch = "x86_64")]
 trait Source {
@@ -307,6 +420,9 @@ trait Source {
     /// # Safety
     /// `t` is below the vector count the pipeline was given, and the CPU supports AVX-512 F/DQ/BW/VL.
     unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i;
+
+    /// Whether [`Source::ids`] gives the ids with the seed already XORed in.
+    const SEEDED: bool;
 }
 
 /// Ids already in memory.
@@ -315,6 +431,8 @@ struct Ids<'a>(&'a [u64]);
 
 #[cfg(target_arch = "x86_64")]
 impl Source for Ids<'_> {
+    const SEEDED: bool = false;
+
     #[inline(always)]
     unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i {
         debug_assert!(8 * t + 8 <= self.0.len());
@@ -323,7 +441,8 @@ impl Source for Ids<'_> {
     }
 }
 
-/// Windows of a text, their ids computed in registers: vector t is the windows starting at bytes 8t..8t + 8.
+/// Windows of a text, their ids computed in registers with the seed XORed in ([`WindowsX8::xored`]): vector t is
+/// the windows starting at bytes 8t..8t + 8.
 #[cfg(target_arch = "x86_64")]
 struct Windows {
     p: *const u8,
@@ -332,6 +451,8 @@ struct Windows {
 
 #[cfg(target_arch = "x86_64")]
 impl Source for Windows {
+    const SEEDED: bool = true;
+
     #[inline(always)]
     unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i {
         // SAFETY: the caller made 16 bytes readable at 8t for every vector t it asks for, and runs on a CPU with
@@ -353,7 +474,7 @@ unsafe fn written_candidates(buf: &[std::mem::MaybeUninit<u64>]) -> &[u64] {
 
 /// The raw-sketch update of `vectors` vectors of 8 inputs from `src`: each input becomes `h = mix64(id ^ seed)`
 /// and `bins[bin(h)] = min(.., value(h))`, exactly as [`Oph::sign_raw`] defines it. Per step, 8 inputs are mixed
-/// in registers, filtered ([`GroupBounds`]) and compressed into a candidate buffer; only candidates reach the
+/// in registers, filtered (a [`Bounds`]) and compressed into a candidate buffer; only candidates reach the
 /// scalar update, and min is order-free, so the bins are the same.
 ///
 /// Scheduling. Each 64-bit multiply has a long latency (about 16 cycles) and `mix64` chains two, so the loop
@@ -365,7 +486,7 @@ unsafe fn written_candidates(buf: &[std::mem::MaybeUninit<u64>]) -> &[u64] {
 /// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT and BMI2, and `src.ids(t)` must be valid for `t < vectors`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32]) {
+unsafe fn pipeline<B: Bounds, S: Source>(src: &S, vectors: usize, seed: u64, bins: &mut [u32]) {
     // SAFETY: the intrinsics need the CPU features of this function's contract; the unsafe calls inside
     // carry their own reasons.
     unsafe {
@@ -376,6 +497,10 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
         /// Candidates of the previous chunk applied per step (a whole chunk's worth fits in one chunk).
         const DRAIN_PER_STEP: usize = 8;
         const DEPTH: usize = 3;
+        /// Steps run on the old bounds after the last candidates are applied, before the bounds are taken
+        /// again: the vector loads of the bins would otherwise wait for the scalar stores just made (a store
+        /// does not forward to a wider load).
+        const SETTLE: usize = 2;
         if vectors == 0 {
             return;
         }
@@ -398,7 +523,11 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
         macro_rules! stages_1_to_3 {
             ($t:expr) => {{
                 c = _mm512_mullo_epi64(_mm512_xor_si512(b, _mm512_srli_epi64::<27>(b)), c2);
-                let z = _mm512_xor_si512(a, seed_v);
+                let z = if S::SEEDED {
+                    a
+                } else {
+                    _mm512_xor_si512(a, seed_v)
+                };
                 b = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64::<30>(z)), c1);
                 // min(t, vectors - 1) < vectors: a valid vector, as `ids` requires.
                 a = src.ids($t.min(vectors - 1));
@@ -423,7 +552,7 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
             stages_1_to_3!(t);
             t += 1;
         }
-        let mut bounds = GroupBounds::of(bins);
+        let mut bounds = B::of(bins);
         while t < total {
             let chunk_end = (t + STEPS_PER_CHUNK).min(total);
             let (lo, hi) = cand.split_at_mut(1);
@@ -445,22 +574,27 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
                             .try_into()
                             .expect("a full batch");
                     for &h in batch {
-                        binner.update_capped(bins, h);
+                        binner.apply::<B>(bins, h);
                     }
                     q += DRAIN_PER_STEP;
                 } else {
                     for &h in written_candidates(&prev[q..pending]) {
-                        binner.update_capped(bins, h);
+                        binner.apply::<B>(bins, h);
                     }
                     q = pending;
                 }
                 t += 1;
             }
             for &h in written_candidates(&prev[q..pending]) {
-                binner.update_capped(bins, h);
+                binner.apply::<B>(bins, h);
+            }
+            let settle = (t + SETTLE).min(chunk_end);
+            while t < settle {
+                step!(t, bounds, cur, kept);
+                t += 1;
             }
             // Phase 2: every earlier candidate is in the bins; tighten the bounds and run the rest of the chunk.
-            bounds = GroupBounds::of(bins);
+            bounds = B::of(bins);
             while t < chunk_end {
                 step!(t, bounds, cur, kept);
                 t += 1;
@@ -469,30 +603,80 @@ unsafe fn pipeline(src: &impl Source, vectors: usize, seed: u64, bins: &mut [u32
             turn ^= 1;
         }
         for &h in written_candidates(&cand[turn ^ 1][..pending]) {
-            binner.update_capped(bins, h);
+            binner.apply::<B>(bins, h);
         }
     }
 }
 
 /// The AVX-512 raw sketch from ids: [`pipeline`] over the full vectors, `mix64` one by one for the rest.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT, BMI2 and what `B` needs.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt,bmi2")]
-fn sign_raw_avx512(_: Avx512, ids: &[u64], seed: u64, bins: &mut [u32]) {
+#[inline(always)]
+unsafe fn sign_ids_with<B: Bounds>(ids: &[u64], seed: u64, bins: &mut [u32]) {
     let vectors = ids.len() / 8;
-    // SAFETY: vector t < ids.len() / 8 is 8 ids in bounds; the CPU features are this function's.
-    unsafe { pipeline(&Ids(ids), vectors, seed, bins) };
+    // SAFETY: vector t < ids.len() / 8 is 8 ids in bounds; the CPU features by this function's contract.
+    unsafe { pipeline::<B, _>(&Ids(ids), vectors, seed, bins) };
     let binner = Binner::new(bins.len());
     for &id in &ids[8 * vectors..] {
         binner.update(bins, mix64(id ^ seed));
     }
 }
 
-/// The AVX-512 raw-sketch update for a run of short windows (ids as [`ShortRun::id`] defines them):
-/// [`pipeline`] over the vectors whose 16-byte loads stay inside the run's bytes, then the last few windows (at
-/// most 15) from a zero-padded copy, through the same vector hash.
+/// [`sign_ids_with`] on AVX-512 without VBMI: the [`GroupBounds`] filter.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt,bmi2")]
+fn sign_raw_avx512(_: Avx512, ids: &[u64], seed: u64, bins: &mut [u32]) {
+    // SAFETY: the CPU features are this function's.
+    unsafe { sign_ids_with::<GroupBounds>(ids, seed, bins) }
+}
+
+/// [`sign_ids_with`] on AVX-512 with VBMI: the [`ByteBounds`] filter at k = 128, [`GroupBounds`] at other k.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt,bmi2,avx512vbmi")]
+fn sign_raw_vbmi(_: Vbmi2, ids: &[u64], seed: u64, bins: &mut [u32]) {
+    // SAFETY: the CPU features are this function's; ByteBounds gets its k.
+    unsafe {
+        if bins.len() == ByteBounds::K {
+            sign_ids_with::<ByteBounds>(ids, seed, bins)
+        } else {
+            sign_ids_with::<GroupBounds>(ids, seed, bins)
+        }
+    }
+}
+
+/// [`sign_raw_run_avx512`] on AVX-512 without VBMI: the [`GroupBounds`] filter.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt,bmi2")]
 fn sign_raw_run_avx512(token: Avx512, run: &ShortRun<'_>, seed: u64, bins: &mut [u32]) {
+    // SAFETY: the CPU features are this function's.
+    unsafe { sign_run_with::<GroupBounds>(token, run, seed, bins) }
+}
+
+/// [`sign_run_with`] on AVX-512 with VBMI: the [`ByteBounds`] filter at k = 128, [`GroupBounds`] at other k.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,popcnt,bmi2,avx512vbmi")]
+fn sign_raw_run_vbmi(token: Vbmi2, run: &ShortRun<'_>, seed: u64, bins: &mut [u32]) {
+    // SAFETY: the CPU features are this function's; ByteBounds gets its k.
+    unsafe {
+        if bins.len() == ByteBounds::K {
+            sign_run_with::<ByteBounds>(token.avx512(), run, seed, bins)
+        } else {
+            sign_run_with::<GroupBounds>(token.avx512(), run, seed, bins)
+        }
+    }
+}
+
+/// The AVX-512 raw-sketch update for a run of short windows (ids as [`ShortRun::id`] defines them):
+/// [`pipeline`] over the vectors whose 16-byte loads stay inside the run's bytes, then the last few windows (at
+/// most 15) from a zero-padded copy, through the same vector hash.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT, BMI2 and what `B` needs.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn sign_run_with<B: Bounds>(token: Avx512, run: &ShortRun<'_>, seed: u64, bins: &mut [u32]) {
     use std::arch::x86_64::*;
     let (bytes, k, count) = (run.bytes(), run.k(), run.count());
     // A ShortRun guarantees these (checked when it was made); the memory safety below rests on them.
@@ -507,10 +691,10 @@ fn sign_raw_run_avx512(token: Avx512, run: &ShortRun<'_>, seed: u64, bins: &mut 
     let vectors = (count / 8).min(by_bytes);
     let src = Windows {
         p: bytes.as_ptr(),
-        x8,
+        x8: x8.xored(token, seed),
     };
-    // SAFETY: for t < vectors, 8t + 16 <= bytes.len(); the CPU features are this function's.
-    unsafe { pipeline(&src, vectors, seed, bins) };
+    // SAFETY: for t < vectors, 8t + 16 <= bytes.len(); the CPU features by this function's contract.
+    unsafe { pipeline::<B, _>(&src, vectors, seed, bins) };
     // The rest: fewer than 8 windows (count bound), or fewer than 16 (byte bound: 8 * vectors > len - 16, so
     // count - 8 * vectors <= len - k + 1 - 8 * vectors < 17 - k). Their bytes, at most 15 + 7 = 22, fit the
     // copy.
@@ -524,16 +708,14 @@ fn sign_raw_run_avx512(token: Avx512, run: &ShortRun<'_>, seed: u64, bins: &mut 
     let avail = (bytes.len() - done).min(32);
     buf[..avail].copy_from_slice(&bytes[done..done + avail]);
     let binner = Binner::new(bins.len());
-    let seed_v = _mm512_set1_epi64(seed as i64);
+    // SAFETY: AVX-512F by this function's contract.
+    let seed_v = unsafe { _mm512_set1_epi64(seed as i64) };
     for v in 0..rest.div_ceil(8) {
         // SAFETY: 8v + 16 <= 32 for v <= 1. Zero bytes past `avail` only reach lanes past `rest`: window j of
-        // the copy uses bytes j..j + k <= rest + k - 1 <= avail.
-        let h = mix64_x8(_mm512_xor_si512(
-            unsafe { x8.ids(buf.as_ptr().add(8 * v)) },
-            seed_v,
-        ));
+        // the copy uses bytes j..j + k <= rest + k - 1 <= avail. The CPU features by this function's contract.
+        let h = unsafe { mix64_x8(_mm512_xor_si512(x8.ids(buf.as_ptr().add(8 * v)), seed_v)) };
         let mut lanes = [0u64; 8];
-        // SAFETY: `lanes` is 64 writable bytes.
+        // SAFETY: `lanes` is 64 writable bytes; AVX-512F by this function's contract.
         unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), h) };
         for &h in &lanes[..(rest - 8 * v).min(8)] {
             binner.update(bins, h);
@@ -553,6 +735,14 @@ impl RunSigner for Avx512 {
     fn sign_run(self, run: &ShortRun<'_>, seed: u64, bins: &mut [u32]) {
         // SAFETY: the token proves AVX-512 F/DQ/BW/VL, POPCNT and BMI2.
         unsafe { sign_raw_run_avx512(self, run, seed, bins) };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl RunSigner for Vbmi2 {
+    fn sign_run(self, run: &ShortRun<'_>, seed: u64, bins: &mut [u32]) {
+        // SAFETY: the token proves AVX-512 F/DQ/BW/VL, POPCNT, BMI2 and VBMI.
+        unsafe { sign_raw_run_vbmi(self, run, seed, bins) };
     }
 }
 
@@ -802,6 +992,10 @@ pub struct Oph {
     probe_seed: u64,
     /// The instruction set of the id-mixing loops (same output on every one).
     dispatch: Dispatch,
+    /// Where the dispatch chose AVX-512 and the CPU runs VBMI: the token of the loops with the byte filter
+    /// ([`ByteBounds`]).
+    #[cfg(target_arch = "x86_64")]
+    vbmi: Option<Vbmi2>,
 }
 
 impl Oph {
@@ -815,14 +1009,28 @@ impl Oph {
             densify,
             mix_seed: rng.next_u64(),
             probe_seed: rng.next_u64(),
-            dispatch: Dispatch::detect(),
+            dispatch: Dispatch::scalar(),
+            #[cfg(target_arch = "x86_64")]
+            vbmi: None,
         }
+        .with_dispatch(Dispatch::detect())
     }
 
     /// The same kernel on a checked instruction set: AVX-512 runs the vector loops, any other choice the plain
     /// code.
     pub fn with_dispatch(mut self, dispatch: Dispatch) -> Oph {
         self.dispatch = dispatch;
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.vbmi = dispatch.avx512().and_then(Avx512::vbmi2);
+        }
+        self
+    }
+
+    /// The AVX-512 loops without VBMI's byte filter, on a CPU that has it (for tests that compare the two).
+    #[cfg(all(test, target_arch = "x86_64"))]
+    fn without_vbmi(mut self) -> Oph {
+        self.vbmi = None;
         self
     }
 
@@ -837,6 +1045,12 @@ impl Oph {
     pub fn sign_raw(&self, ids: &[u64], bins: &mut [u32]) {
         assert_eq!(bins.len(), self.num_perm, "output length must be num_perm");
         bins.fill(EMPTY);
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = self.vbmi {
+            // SAFETY: the token proves AVX-512 F/DQ/BW/VL, POPCNT, BMI2 and VBMI.
+            unsafe { sign_raw_vbmi(token, ids, self.mix_seed, bins) };
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
         if let Some(token) = self.dispatch.avx512() {
             // SAFETY: the token proves AVX-512 F/DQ/BW/VL, POPCNT and BMI2.
@@ -868,6 +1082,10 @@ impl Oph {
         text: &str,
         bins: &mut [u32],
     ) -> Option<bool> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = self.vbmi {
+            return self.stream_raw(token, windows, text, bins);
+        }
         #[cfg(target_arch = "x86_64")]
         if let Some(token) = self.dispatch.avx512() {
             return self.stream_raw(token, windows, text, bins);
@@ -1023,6 +1241,27 @@ impl Kernel for Oph {
 mod tests {
     use super::*;
 
+    /// Calls `check` on every run the run tests take from `bytes`: each window length 1 to 8, with every window
+    /// and with five fewer, and the run's ids, with a label for the assertion.
+    #[cfg(target_arch = "x86_64")]
+    fn for_each_run(
+        key: &crate::window::WindowKey,
+        bytes: &[u8],
+        mut check: impl FnMut(&ShortRun<'_>, &[u64], String),
+    ) {
+        let n = bytes.len();
+        for w in 1..=8usize {
+            let Some(count) = (n + 1).checked_sub(w) else {
+                continue;
+            };
+            for count in [count, count.saturating_sub(5)] {
+                let run = key.run(bytes, w, count);
+                let ids: Vec<u64> = (0..count).map(|i| run.id(i)).collect();
+                check(&run, &ids, format!("n={n} w={w} count={count}"));
+            }
+        }
+    }
+
     /// The AVX2 raw sketch (ids, and runs of windows straight from bytes) equals the plain one, for k around
     /// powers of two and sizes around the 4-lane vectors, the pipeline's depth (1 to 3 vectors), the 256-id
     /// chunks and the 16-byte loads.
@@ -1045,42 +1284,113 @@ mod tests {
                 plain.sign_raw(&ids[..n], &mut a);
                 avx2.sign_raw(&ids[..n], &mut b);
                 assert_eq!(a, b, "ids k={k} n={n}");
-                for w in 1..=8usize {
-                    let Some(count) = (n + 1).checked_sub(w) else {
-                        continue;
-                    };
-                    for count in [count, count.saturating_sub(5)] {
-                        let run = key.run(&bytes[..n], w, count);
-                        let run_ids: Vec<u64> = (0..count).map(|i| run.id(i)).collect();
-                        plain.sign_raw(&run_ids, &mut a);
-                        b.fill(EMPTY);
-                        // SAFETY: the token proves AVX2.
-                        unsafe {
-                            avx2::sign_run(Avx2::detect().unwrap(), &run, avx2.mix_seed, &mut b)
-                        };
-                        assert_eq!(a, b, "run k={k} n={n} w={w} count={count}");
-                    }
-                }
+                for_each_run(&key, &bytes[..n], |run, run_ids, at| {
+                    plain.sign_raw(run_ids, &mut a);
+                    b.fill(EMPTY);
+                    // SAFETY: the token proves AVX2.
+                    unsafe { avx2::sign_run(Avx2::detect().unwrap(), run, avx2.mix_seed, &mut b) };
+                    assert_eq!(a, b, "run k={k} {at}");
+                });
             }
         }
     }
 
+    /// The AVX-512 raw sketches (with VBMI's byte filter where the CPU has it, and without: the group filter)
+    /// equal the plain one, from ids and from runs of windows straight from bytes, for k around powers of two
+    /// (128 takes the byte filter) and sizes around the 8-lane vectors, the pipeline's depth, the 256-id chunks
+    /// and the 16-byte loads.
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx512_and_plain_raw_sketches_agree() {
+        let Some(token) = Avx512::detect() else {
+            return;
+        };
         let ids: Vec<u64> = (0..3000u64).map(|i| i.wrapping_mul(GOLDEN) ^ i).collect();
-        for k in [1usize, 7, 100, 128, 1000] {
+        let bytes: Vec<u8> = (0..3000u64).map(|i| (mix64(i) >> 40) as u8).collect();
+        let key = crate::window::WindowKey::new(11);
+        for k in [1usize, 7, 64, 100, 128, 256, 1000] {
             let mut plain_bv = vec![0u64; ids.len()];
             bin_values_plain(&ids, 5, k as u64, &mut plain_bv);
             assert!(plain_bv.iter().all(|bv| (bv >> 32) < k as u64));
             let plain = Oph::new(k, 5, Densify::Optimal).with_isa(Some(Isa::Scalar));
             let wide = Oph::new(k, 5, Densify::Optimal).with_isa(Some(Isa::Avx512));
-            // Sizes around the 8-lane vectors and the 256-id chunks, up to several chunks.
-            for n in [0usize, 1, 7, 8, 9, 255, 256, 257, 263, 1000, 3000] {
-                let (mut a, mut b) = (vec![0u32; k], vec![0u32; k]);
+            let group = Oph::new(k, 5, Densify::Optimal)
+                .with_isa(Some(Isa::Avx512))
+                .without_vbmi();
+            let (mut a, mut b) = (vec![0u32; k], vec![0u32; k]);
+            for n in [
+                0usize, 1, 7, 8, 9, 15, 16, 17, 255, 256, 257, 263, 1000, 3000,
+            ] {
                 plain.sign_raw(&ids[..n], &mut a);
-                wide.sign_raw(&ids[..n], &mut b);
-                assert_eq!(a, b, "k={k} n={n}");
+                for (oph, what) in [(&wide, "vbmi"), (&group, "group")] {
+                    oph.sign_raw(&ids[..n], &mut b);
+                    assert_eq!(a, b, "ids {what} k={k} n={n}");
+                }
+                for_each_run(&key, &bytes[..n], |run, run_ids, at| {
+                    plain.sign_raw(run_ids, &mut a);
+                    b.fill(EMPTY);
+                    token.sign_run(run, plain.mix_seed, &mut b);
+                    assert_eq!(a, b, "run group k={k} {at}");
+                    if let Some(vbmi) = token.vbmi2() {
+                        b.fill(EMPTY);
+                        vbmi.sign_run(run, plain.mix_seed, &mut b);
+                        assert_eq!(a, b, "run vbmi k={k} {at}");
+                    }
+                });
             }
+        }
+    }
+
+    /// The filters at their edges, k = 128, with ids built (through `unmix64`) to mix to chosen bins and
+    /// values: a bin whose only value is `EMPTY` (the cap must make it `EMPTY - 1`); and, in every other bin, a
+    /// first value, then (more than two chunks later, so the filter has taken the bins' thresholds) a value
+    /// with the same top byte but lower, which must land (a strict test on the top byte would drop it), a
+    /// higher one, and in some bins one a top byte lower. Every AVX-512 form gives the plain sketch, and the
+    /// plain sketch is the one the values were chosen to give.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_filters_keep_every_value_that_lowers_its_bin() {
+        let k = 128;
+        let plain = Oph::new(k, 5, Densify::Optimal).with_isa(Some(Isa::Scalar));
+        let seed = plain.mix_seed;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        // An id whose mixed value puts `value` in `bin` (the middle bits random).
+        let mut id = |bin: u64, value: u32| {
+            let h = bin << 57 | (rng.next_u64() >> 39) << 32 | value as u64;
+            crate::hash::unmix64(h) ^ seed
+        };
+        let capped = 0..8u64;
+        // A top byte per bin, 1..=252: below the filler's 0xfe also after adding one.
+        let top = |bin: u64| 1 + (bin as u32 * 2) % 252;
+        let mut ids: Vec<u64> = capped.clone().map(|b| id(b, EMPTY)).collect();
+        ids.extend((8..128).map(|b| id(b, top(b) << 24 | 0x00ff_ffff)));
+        // Filler: values above every first value, in the bins that have one.
+        ids.extend((0..1200u64).map(|i| id(8 + i % 120, 0xfe00_0000 | i as u32)));
+        for b in 8..128 {
+            ids.push(id(b, top(b) << 24 | 0x0000_0100));
+            ids.push(id(b, (top(b) + 1) << 24));
+            if b % 3 == 0 {
+                ids.push(id(b, (top(b) - 1) << 24 | 0x00ff_fff0));
+            }
+        }
+        let mut want = vec![0u32; k];
+        plain.sign_raw(&ids, &mut want);
+        for b in 0..128u64 {
+            let expect = match b {
+                0..8 => EMPTY - 1,
+                _ if b % 3 == 0 => (top(b) - 1) << 24 | 0x00ff_fff0,
+                _ => top(b) << 24 | 0x0000_0100,
+            };
+            assert_eq!(want[b as usize], expect, "plain sketch, bin {b}");
+        }
+        let wide = Oph::new(k, 5, Densify::Optimal).with_isa(Some(Isa::Avx512));
+        let group = Oph::new(k, 5, Densify::Optimal)
+            .with_isa(Some(Isa::Avx512))
+            .without_vbmi();
+        let mut got = vec![0u32; k];
+        for (oph, what) in [(&wide, "vbmi"), (&group, "group")] {
+            oph.sign_raw(&ids, &mut got);
+            assert_eq!(got, want, "{what}");
         }
     }
 }
