@@ -479,11 +479,13 @@ unsafe fn written_candidates(buf: &[std::mem::MaybeUninit<u64>]) -> &[u64] {
 ///
 /// Scheduling. Each 64-bit multiply has a long latency (about 16 cycles) and `mix64` chains two, so the loop
 /// is software-pipelined by hand: step t loads the ids of vector t, runs the first `mix64` multiply of vector
-/// t - 1, the second of vector t - 2 and the filter of vector t - 3, whose inputs are all ready. A chunk's candidates are applied during the next chunk's first steps, a few per step, on the scalar
-/// ports the vector code leaves idle; then the bounds are refreshed.
+/// t - 1, the second of vector t - 2 and the filter of vector t - 3, whose inputs are all ready. A chunk's
+/// candidates are applied during the next chunk's first steps, a few per step, on the scalar ports the vector
+/// code leaves idle; then, after `SETTLE` more steps, the bounds are taken again.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT and BMI2, and `src.ids(t)` must be valid for `t < vectors`.
+/// The CPU must support AVX-512 F/DQ/BW/VL, POPCNT, BMI2 and what `B` needs, and `src.ids(t)` must be valid for
+/// `t < vectors`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn pipeline<B: Bounds, S: Source>(src: &S, vectors: usize, seed: u64, bins: &mut [u32]) {
