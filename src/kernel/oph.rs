@@ -683,7 +683,8 @@ unsafe fn sign_run_with<B: Bounds>(token: Avx512, run: &ShortRun<'_>, seed: u64,
     let (bytes, k, count) = (run.bytes(), run.k(), run.count());
     // A ShortRun guarantees these (checked when it was made); the memory safety below rests on them.
     assert!((1..=8).contains(&k) && count + k <= bytes.len() + 1);
-    let x8 = run.x8(token);
+    // The window ids with the seed XORed in, for the pipeline and the rest alike.
+    let x8 = run.x8(token).xored(token, seed);
     // Vector t reads bytes 8t..8t + 16 and covers windows 8t..8t + 8.
     let by_bytes = if bytes.len() >= 16 {
         (bytes.len() - 16) / 8 + 1
@@ -693,7 +694,7 @@ unsafe fn sign_run_with<B: Bounds>(token: Avx512, run: &ShortRun<'_>, seed: u64,
     let vectors = (count / 8).min(by_bytes);
     let src = Windows {
         p: bytes.as_ptr(),
-        x8: x8.xored(token, seed),
+        x8,
     };
     // SAFETY: for t < vectors, 8t + 16 <= bytes.len(); the CPU features by this function's contract.
     unsafe { pipeline::<B, _>(&src, vectors, seed, bins) };
@@ -710,12 +711,10 @@ unsafe fn sign_run_with<B: Bounds>(token: Avx512, run: &ShortRun<'_>, seed: u64,
     let avail = (bytes.len() - done).min(32);
     buf[..avail].copy_from_slice(&bytes[done..done + avail]);
     let binner = Binner::new(bins.len());
-    // SAFETY: AVX-512F by this function's contract.
-    let seed_v = unsafe { _mm512_set1_epi64(seed as i64) };
     for v in 0..rest.div_ceil(8) {
         // SAFETY: 8v + 16 <= 32 for v <= 1. Zero bytes past `avail` only reach lanes past `rest`: window j of
         // the copy uses bytes j..j + k <= rest + k - 1 <= avail. The CPU features by this function's contract.
-        let h = unsafe { mix64_x8(_mm512_xor_si512(x8.ids(buf.as_ptr().add(8 * v)), seed_v)) };
+        let h = unsafe { mix64_x8(x8.ids(buf.as_ptr().add(8 * v))) };
         let mut lanes = [0u64; 8];
         // SAFETY: `lanes` is 64 writable bytes; AVX-512F by this function's contract.
         unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), h) };
