@@ -4,7 +4,8 @@
 
 use crate::corpus::{CorpusReader, Document, ReadError};
 use crate::kernel::Kernel;
-use crate::shingle::Shingler;
+use crate::shingle::{KnownAscii, Shingler};
+use crate::window::WindowSource;
 use rayon::prelude::*;
 
 /// Documents per batch for callers that batch themselves (`exact`). Large enough to amortise the fork-join,
@@ -36,18 +37,59 @@ thread_local! {
 
 /// Signs `docs` in parallel on the current rayon pool. The output does not depend on the thread count.
 pub fn sign_batch(docs: Vec<Document>, shingler: &Shingler, kernel: &dyn Kernel) -> SignedBatch {
+    sign_read_batch(
+        ReadBatch {
+            docs,
+            ascii: Vec::new(),
+        },
+        shingler,
+        kernel,
+    )
+}
+
+/// Bytes of the next text prefetched while one is signed: a long mail whole, and the start of anything longer
+/// (by then the hardware prefetcher follows the loop).
+const PREFETCH_BYTES: usize = 8 << 10;
+
+/// A batch as the reading thread hands it on: the documents, and which of their texts are all ASCII.
+struct ReadBatch {
+    docs: Vec<Document>,
+    /// `ascii[i]`: document i's text is all ASCII, found on the reading thread while the text is still in its
+    /// cache, so that signing does not make a pass of its own over the text to find out. Empty when not
+    /// looked at (every text is then checked where it is shingled).
+    ascii: Vec<bool>,
+}
+
+/// [`sign_batch`], with the reading thread's ASCII flags: a text flagged ASCII is shingled through
+/// [`KnownAscii`], which skips the check.
+fn sign_read_batch(batch: ReadBatch, shingler: &Shingler, kernel: &dyn Kernel) -> SignedBatch {
+    let ReadBatch { docs, ascii } = batch;
+    debug_assert!(ascii.is_empty() || ascii.len() == docs.len());
+    let known = KnownAscii::new(shingler);
     let k = kernel.num_perm();
     let mut signatures = vec![0u32; docs.len() * k];
     let mut empty = vec![false; docs.len()];
     signatures
         .par_chunks_mut(k)
         .zip(empty.par_iter_mut())
-        .zip(docs.par_iter())
+        .zip(docs.par_iter().enumerate())
         // Batches are small (see READ_BATCH_BYTES): tasks of 2 documents still spread one over many threads.
         .with_min_len(2)
-        .for_each(|((out, is_empty), doc)| {
+        .for_each(|((out, is_empty), (i, doc))| {
+            // The next text was written on the reading thread's core: start bringing it over now, while
+            // this one is signed (the sign loop's own loads come too few at a time to hide the transfer).
+            #[cfg(target_arch = "x86_64")]
+            if let Some(next) = docs.get(i + 1) {
+                // SAFETY: `prefetch` needs SSE, which every x86-64 CPU has.
+                unsafe { crate::arch::x86::prefetch(next.text.as_bytes(), PREFETCH_BYTES) };
+            }
+            let windows: &dyn WindowSource = if ascii.get(i) == Some(&true) {
+                &known
+            } else {
+                shingler
+            };
             IDS.with_borrow_mut(|ids| {
-                *is_empty = kernel.sign_text(shingler, &doc.text, ids, out);
+                *is_empty = kernel.sign_text(windows, &doc.text, ids, out);
             })
         });
     SignedBatch {
@@ -97,8 +139,8 @@ pub fn sketch_corpus<E: From<ReadError>>(
                 while let Ok(spent) = spent_rx.try_recv() {
                     drop(spent);
                 }
-                let batch = read_batch(reader, READ_BATCH_DOCS, READ_BATCH_BYTES);
-                let last = !matches!(&batch, Ok(docs) if !docs.is_empty());
+                let batch = read_batch(reader, shingler, READ_BATCH_DOCS, READ_BATCH_BYTES);
+                let last = !matches!(&batch, Ok(b) if !b.docs.is_empty());
                 // A send fails only when signing stopped (an error): then reading stops too.
                 if tx.send(batch).is_err() || last {
                     break;
@@ -106,11 +148,11 @@ pub fn sketch_corpus<E: From<ReadError>>(
             }
         });
         for batch in rx {
-            let docs = batch?;
-            if docs.is_empty() {
+            let batch = batch?;
+            if batch.docs.is_empty() {
                 break;
             }
-            let mut signed = sign_batch(docs, shingler, kernel);
+            let mut signed = sign_read_batch(batch, shingler, kernel);
             consume(&mut signed)?;
             // When the reading thread is behind on freeing, free here (the channel never blocks signing).
             let _ = spent_tx.try_send(std::mem::take(&mut signed.docs));
@@ -119,22 +161,148 @@ pub fn sketch_corpus<E: From<ReadError>>(
     })
 }
 
+/// The next batch: documents up to `max_docs` of them or `max_bytes` of text, each flagged ASCII or not right
+/// after it is read (while its text is in cache) when `shingler` uses the flag.
 fn read_batch(
     reader: &mut CorpusReader,
+    shingler: &Shingler,
     max_docs: usize,
     max_bytes: usize,
-) -> Result<Vec<Document>, ReadError> {
-    let mut batch = Vec::with_capacity(max_docs);
+) -> Result<ReadBatch, ReadError> {
+    let flag = shingler.uses_ascii();
+    let mut batch = ReadBatch {
+        docs: Vec::with_capacity(max_docs),
+        ascii: Vec::with_capacity(if flag { max_docs } else { 0 }),
+    };
     let mut bytes = 0usize;
-    while batch.len() < max_docs && bytes < max_bytes {
+    while batch.docs.len() < max_docs && bytes < max_bytes {
         match reader.next() {
             None => break,
             Some(doc) => {
                 let doc = doc?;
                 bytes += doc.text.len();
-                batch.push(doc);
+                if flag {
+                    batch.ascii.push(shingler.is_ascii(&doc.text));
+                }
+                batch.docs.push(doc);
             }
         }
     }
     Ok(batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::corpus::ReaderOptions;
+    use crate::kernel::KernelParams;
+    use crate::shingle::{Normalization, ShingleKind};
+
+    /// Texts for the ASCII flag: all ASCII, raw UTF-8, a `\u` escape that unescapes to a non-ASCII char (an
+    /// ASCII line with a non-ASCII text), one that unescapes to ASCII, non-ASCII only at the very end, and
+    /// short and empty texts. Each line is written as JSON by serde_json, some with `\u` escapes forced.
+    fn mixed_corpus() -> (tempfile::TempDir, std::path::PathBuf, Vec<String>) {
+        let base = "the quick brown fox jumps over the lazy dog; ";
+        let texts: Vec<String> = vec![
+            base.repeat(20),
+            format!(
+                "{}caf\u{e9} cr\u{e8}me br\u{fb}l\u{e9}e {}",
+                base.repeat(3),
+                base
+            ),
+            format!("{}\u{2014}em dash and \u{1f600} emoji", base.repeat(5)),
+            format!("{}ends in \u{e9}", base.repeat(4)),
+            "tiny".into(),
+            "na\u{ef}ve".into(),
+            String::new(),
+            base.repeat(200),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mixed.jsonl");
+        let mut lines = String::new();
+        for (i, t) in texts.iter().enumerate() {
+            let mut line =
+                serde_json::to_string(&serde_json::json!({ "id": format!("d{i}"), "text": t }))
+                    .unwrap();
+            if i % 2 == 1 {
+                // The same JSON with every non-ASCII char as `\u` escapes (surrogate pairs above U+FFFF), and an
+                // escaped ASCII char: the line is ASCII, the text is not.
+                let mut ascii = String::new();
+                for c in line.chars() {
+                    if c.is_ascii() {
+                        ascii.push(c);
+                    } else {
+                        let mut units = [0u16; 2];
+                        for u in c.encode_utf16(&mut units) {
+                            ascii.push_str(&format!("\\u{u:04x}"));
+                        }
+                    }
+                }
+                line = ascii.replacen("quick", "\\u0071uick", 1);
+            }
+            lines.push_str(&line);
+            lines.push('\n');
+        }
+        std::fs::write(&path, lines).unwrap();
+        (dir, path, texts)
+    }
+
+    /// `sketch_corpus` (texts flagged ASCII on the reading thread, signed through `KnownAscii`) gives every
+    /// document the signature the kernel gives its text directly, for shinglers that use the flag and ones
+    /// that do not; and the flags it finds are the texts' own. Flagging a non-ASCII text would cut it into byte
+    /// windows, which changes its signature at char:3 and char:5.
+    #[test]
+    fn flagged_batches_sign_as_the_texts_do() {
+        let (_dir, path, texts) = mixed_corpus();
+        let kinds = [
+            (ShingleKind::Char(5), Normalization::default()),
+            (ShingleKind::Char(3), Normalization::default()),
+            (ShingleKind::Char(9), Normalization::default()),
+            (ShingleKind::Byte(5), Normalization::default()),
+            (ShingleKind::Word(2), Normalization::default()),
+        ];
+        for (kind, norm) in kinds {
+            let shingler = Shingler::new(kind, norm, 7);
+            for name in ["oph-opt", "fss", "simd", "scalar"] {
+                let params = KernelParams {
+                    num_perm: 64,
+                    seed: 3,
+                    isa: None,
+                };
+                let kernel = crate::kernel::build(name, &params).unwrap();
+                let mut reader = CorpusReader::open(&path, &ReaderOptions::default()).unwrap();
+                let mut got: Vec<(String, Vec<u32>, bool)> = Vec::new();
+                sketch_corpus::<ReadError>(&mut reader, &shingler, &*kernel, |batch| {
+                    for (i, d) in batch.docs.iter().enumerate() {
+                        got.push((
+                            d.text.clone(),
+                            batch.signature(i, 64).to_vec(),
+                            batch.empty[i],
+                        ));
+                    }
+                    Ok(())
+                })
+                .unwrap();
+                assert_eq!(got.len(), texts.len());
+                for (i, (text, sig, empty)) in got.iter().enumerate() {
+                    assert_eq!(text, &texts[i], "document {i} read back");
+                    let mut want = vec![0u32; 64];
+                    let want_empty = kernel.sign_text(&shingler, text, &mut Vec::new(), &mut want);
+                    assert_eq!(
+                        (sig, *empty),
+                        (&want, want_empty),
+                        "{name}, {kind:?}, document {i}"
+                    );
+                }
+                let mut reader = CorpusReader::open(&path, &ReaderOptions::default()).unwrap();
+                let batch = read_batch(&mut reader, &shingler, 100, 1 << 20).unwrap();
+                let want: Vec<bool> = if shingler.uses_ascii() {
+                    texts.iter().map(|t| t.is_ascii()).collect()
+                } else {
+                    Vec::new()
+                };
+                assert_eq!(batch.ascii, want, "{kind:?}");
+            }
+        }
+    }
 }

@@ -161,7 +161,25 @@ impl Shingler {
     /// (MinHash is idempotent under repeats, so kernels need no dedup). Text shorter than one window gives one
     /// shingle, the whole text; empty text gives none.
     pub fn hashes(&self, text: &str, out: &mut Vec<u64>) {
+        self.hashes_known(text, false, out);
+    }
+
+    /// Whether this shingler's windows depend on `text` being all ASCII (`char:K` without normalisation: an
+    /// ASCII text's windows are byte windows). Only then is [`KnownAscii`]'s flag worth finding.
+    pub(crate) fn uses_ascii(&self) -> bool {
+        matches!(self.kind, ShingleKind::Char(_)) && !self.normalization.any()
+    }
+
+    /// Whether `text` is all ASCII, checked on this shingler's instruction set.
+    pub(crate) fn is_ascii(&self, text: &str) -> bool {
+        is_ascii(text, self.dispatch)
+    }
+
+    /// [`Shingler::hashes`]; `known_ascii` says that `text` is all ASCII, so the check is skipped (false: check).
+    fn hashes_known(&self, text: &str, known_ascii: bool, out: &mut Vec<u64>) {
         out.clear();
+        // Normalisation makes a new text, which is checked itself.
+        let known_ascii = known_ascii && !self.normalization.any();
         let text = self.normalization.apply(text);
         let text: &str = &text;
         if text.is_empty() {
@@ -175,7 +193,8 @@ impl Shingler {
         match self.kind {
             ShingleKind::Byte(k) => byte_windows(text.as_bytes(), k, &key, &mut sink),
             ShingleKind::Char(k) => {
-                if is_ascii(text, self.dispatch) {
+                if known_ascii || is_ascii(text, self.dispatch) {
+                    debug_assert!(text.is_ascii(), "a text flagged ASCII is not");
                     byte_windows(text.as_bytes(), k, &key, &mut sink)
                 } else {
                     char_windows_generic(text, k, &key, self.dispatch, &mut sink)
@@ -191,6 +210,17 @@ impl Shingler {
     /// other shingler. The ids sent (given, or implied by the runs) are exactly those [`Shingler::hashes`] pushes;
     /// an empty text sends nothing.
     pub fn stream_windows<S: WindowSink + ?Sized>(&self, text: &str, sink: &mut S) -> bool {
+        self.stream_windows_known(text, false, sink)
+    }
+
+    /// [`Shingler::stream_windows`]; `known_ascii` says that `text` is all ASCII, so the check is skipped
+    /// (false: check).
+    fn stream_windows_known<S: WindowSink + ?Sized>(
+        &self,
+        text: &str,
+        known_ascii: bool,
+        sink: &mut S,
+    ) -> bool {
         let (ShingleKind::Byte(k) | ShingleKind::Char(k)) = self.kind else {
             return false;
         };
@@ -201,9 +231,16 @@ impl Shingler {
             return true;
         }
         let key = WindowKey::new(self.seed);
-        if matches!(self.kind, ShingleKind::Char(_)) && !is_ascii(text, self.dispatch) {
+        if matches!(self.kind, ShingleKind::Char(_))
+            && !known_ascii
+            && !is_ascii(text, self.dispatch)
+        {
             char_windows_generic(text, k, &key, self.dispatch, sink);
         } else {
+            debug_assert!(
+                !known_ascii || text.is_ascii(),
+                "a text flagged ASCII is not"
+            );
             byte_windows(text.as_bytes(), k, &key, sink);
         }
         true
@@ -558,6 +595,29 @@ impl WindowSource for Shingler {
     }
     fn stream_windows(&self, text: &str, sink: &mut dyn WindowSink) -> bool {
         Shingler::stream_windows(self, text, sink)
+    }
+}
+
+/// A shingler's windows for texts already known to be all ASCII: the same ids as the shingler's, without its
+/// pass over each text to find out ([`Shingler::uses_ascii`]). The signing pipeline finds the flag on the
+/// reading thread, while the text is still in that core's cache, and signs a flagged text through this.
+///
+/// Every text given to it must be all ASCII (checked in debug builds); a non-ASCII one would be cut into byte
+/// windows instead of char windows.
+pub(crate) struct KnownAscii<'a>(&'a Shingler);
+
+impl<'a> KnownAscii<'a> {
+    pub(crate) fn new(shingler: &'a Shingler) -> Self {
+        KnownAscii(shingler)
+    }
+}
+
+impl WindowSource for KnownAscii<'_> {
+    fn window_ids(&self, text: &str, out: &mut Vec<u64>) {
+        self.0.hashes_known(text, true, out);
+    }
+    fn stream_windows(&self, text: &str, sink: &mut dyn WindowSink) -> bool {
+        self.0.stream_windows_known(text, true, sink)
     }
 }
 

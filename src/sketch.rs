@@ -419,8 +419,11 @@ impl SketchReport {
     }
 }
 
-/// Signed batches queued for the writing thread of [`sketch`], at most.
+/// Groups of signed batches queued for the writing thread of [`sketch`], at most.
 const WRITE_QUEUE: usize = 2;
+/// Signed batches per group sent to the writing thread: one wake-up of that thread per group rather than per
+/// batch (on a VM a wake-up is an interrupt between cores, a few microseconds of the signing thread's time).
+const WRITE_GROUP: usize = 4;
 
 /// Why [`sketch`]'s signing stopped early.
 enum Stop {
@@ -441,10 +444,12 @@ impl From<ReadError> for Stop {
 /// Where [`sketch`] writes the signed batches: on the signing thread, or through a channel to a writing thread.
 enum Writing<'scope> {
     Here(Box<SignatureWriter>),
-    Thread(
-        std::sync::mpsc::SyncSender<SignedBatch>,
-        std::thread::ScopedJoinHandle<'scope, Result<SignatureWriter, SketchError>>,
-    ),
+    Thread {
+        tx: std::sync::mpsc::SyncSender<Vec<SignedBatch>>,
+        writer: std::thread::ScopedJoinHandle<'scope, Result<SignatureWriter, SketchError>>,
+        /// Batches not yet sent, fewer than `WRITE_GROUP`.
+        group: Vec<SignedBatch>,
+    },
 }
 
 /// What a signed batch needs to be written (ids, signatures, empty flags), taken out of it; the texts stay, to
@@ -469,8 +474,8 @@ fn detach(batch: &mut SignedBatch) -> SignedBatch {
 /// Reads the whole corpus, signs every document with `kernel` over `shingler`'s windows, and writes the
 /// signatures to `output` in input order. Reading runs on a thread of its own ([`sketch_corpus`]) and signing
 /// on the current rayon pool. Where reading only parses (a plain file: its thread leaves part of a core idle),
-/// writing runs on a third thread, at most `WRITE_QUEUE` (2) batches behind signing, so that the signing thread
-/// only signs; where reading also decodes (gzip, Parquet: its threads keep their cores busy), a third thread
+/// writing runs on a third thread, at most `WRITE_QUEUE` (2) groups of `WRITE_GROUP` (4) batches behind
+/// signing, so that the signing thread only signs; where reading also decodes (gzip, Parquet: its threads keep their cores busy), a third thread
 /// would take time from them, and the signing thread writes each batch itself. A failed write stops reading and
 /// signing and is the error returned. `progress` counts documents as they are signed.
 pub fn sketch(
@@ -487,17 +492,20 @@ pub fn sketch(
         let mut writing = if reader.decodes() {
             Writing::Here(Box::new(output))
         } else {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<SignedBatch>(WRITE_QUEUE);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<SignedBatch>>(WRITE_QUEUE);
             let mut output = output;
-            Writing::Thread(
+            Writing::Thread {
                 tx,
-                scope.spawn(move || -> Result<SignatureWriter, SketchError> {
-                    for batch in rx {
-                        output.write_batch(&batch)?;
+                writer: scope.spawn(move || -> Result<SignatureWriter, SketchError> {
+                    for group in rx {
+                        for batch in &group {
+                            output.write_batch(batch)?;
+                        }
                     }
                     Ok(output)
                 }),
-            )
+                group: Vec::with_capacity(WRITE_GROUP),
+            }
         };
         let signed = sketch_corpus(reader, shingler, kernel, |batch| {
             documents += batch.docs.len() as u64;
@@ -507,12 +515,23 @@ pub fn sketch(
             match &mut writing {
                 Writing::Here(output) => output.write_batch(batch).map_err(Stop::Write),
                 // A send fails only when the writer stopped on an error, which its join below reports.
-                Writing::Thread(tx, _) => tx.send(detach(batch)).map_err(|_| Stop::Writer),
+                Writing::Thread { tx, group, .. } => {
+                    group.push(detach(batch));
+                    if group.len() < WRITE_GROUP {
+                        return Ok(());
+                    }
+                    let full = std::mem::replace(group, Vec::with_capacity(WRITE_GROUP));
+                    tx.send(full).map_err(|_| Stop::Writer)
+                }
             }
         });
         let written = match writing {
             Writing::Here(output) => Ok(*output),
-            Writing::Thread(tx, writer) => {
+            Writing::Thread { tx, writer, group } => {
+                // The last batches. A failed send means the writer stopped on an error, which its join reports.
+                if !group.is_empty() {
+                    let _ = tx.send(group);
+                }
                 // Closing the channel ends the writer's loop.
                 drop(tx);
                 writer

@@ -21,13 +21,16 @@ pub(super) fn parse_fast(
     text_field: &str,
     dispatch: Dispatch,
 ) -> Option<(Option<String>, String)> {
-    // One pass each over the line: no raw control byte (JSON forbids them inside strings, and tabs or CRs
-    // between tokens are rare enough to leave to serde_json), and valid UTF-8 (serde_json's own path repairs
-    // or rejects invalid bytes and names the field).
-    if has_control_byte(line) {
-        return None;
-    }
-    let s = std::str::from_utf8(line).ok()?;
+    // No raw control byte (JSON forbids them inside strings, and tabs or CRs between tokens are rare enough to
+    // leave to serde_json), and valid UTF-8 (serde_json's own path repairs or rejects invalid bytes and names
+    // the field). One pass finds both control bytes and high bytes; only a line with high bytes needs the
+    // UTF-8 check's pass.
+    let s = if scan_bytes(line)? {
+        std::str::from_utf8(line).ok()?
+    } else {
+        // SAFETY: no byte is 0x80 or above: the line is ASCII, which is valid UTF-8.
+        unsafe { std::str::from_utf8_unchecked(line) }
+    };
     let b = s.as_bytes();
     let mut p = Cursor { b, pos: 0 };
     p.skip_spaces();
@@ -88,17 +91,26 @@ pub(super) fn parse_fast(
     Some((id, text?))
 }
 
-/// Whether any byte is below 0x20. Written as an OR over fixed-size chunks so it compiles to vector code.
-fn has_control_byte(line: &[u8]) -> bool {
+/// `None` when a byte is below 0x20 (a control byte), else whether any byte is 0x80 or above (a line with
+/// neither is ASCII, so valid UTF-8 without the check). Written as ORs over fixed-size chunks so that it
+/// compiles to vector code.
+fn scan_bytes(line: &[u8]) -> Option<bool> {
     let mut chunks = line.chunks_exact(32);
-    let mut acc = false;
+    // The OR of every 8-byte word: a high byte anywhere leaves a top bit set in some byte of it.
+    let mut high = 0u64;
     for c in &mut chunks {
-        acc |= c.iter().fold(0u8, |a, &x| a | (x < 0x20) as u8) != 0;
-        if acc {
-            return true;
+        if c.iter().fold(0u8, |a, &x| a | (x < 0x20) as u8) != 0 {
+            return None;
+        }
+        for w in c.chunks_exact(8) {
+            high |= u64::from_le_bytes(w.try_into().expect("8 bytes"));
         }
     }
-    chunks.remainder().iter().any(|&x| x < 0x20)
+    let rest = chunks.remainder();
+    if rest.iter().any(|&x| x < 0x20) {
+        return None;
+    }
+    Some(high & 0x8080_8080_8080_8080 != 0 || rest.iter().any(|&x| x >= 0x80))
 }
 
 struct Cursor<'a> {
@@ -714,7 +726,7 @@ fn every_unescape(b: &[u8], pos: usize) -> Vec<(&'static str, Unescaped)> {
 #[cfg(test)]
 mod tests {
     use super::super::reader::{ReaderOptions, parse_json_serde};
-    use super::{PLAIN_SLACK, every_unescape, parse_fast};
+    use super::{PLAIN_SLACK, every_unescape, parse_fast, scan_bytes};
     use crate::arch::Dispatch;
     use rand_xoshiro::Xoshiro256PlusPlus;
     use rand_xoshiro::rand_core::{Rng, SeedableRng};
@@ -1104,5 +1116,39 @@ mod tests {
             fast > total / 20,
             "only {fast} of {total} lines took the fast path"
         );
+    }
+
+    /// `scan_bytes` against its definition, with a control byte and a high byte at every position of lines
+    /// of every length up to 100 (whole 32-byte chunks and the rest): each alone, and both in either order.
+    #[test]
+    fn scan_bytes_finds_control_and_high_bytes() {
+        let naive = |line: &[u8]| {
+            (!line.iter().any(|&x| x < 0x20)).then(|| line.iter().any(|&x| x >= 0x80))
+        };
+        let mut checked = 0;
+        for len in 0..100usize {
+            let plain = vec![b'a'; len];
+            assert_eq!(scan_bytes(&plain), Some(false), "len {len}");
+            for c in 0..len {
+                for (cb, hb) in [(0x1fu8, 0x80u8), (0x00, 0xff), (b'\n', 0xc3)] {
+                    let mut line = plain.clone();
+                    line[c] = hb;
+                    assert_eq!(scan_bytes(&line), Some(true), "len {len} high at {c}");
+                    line[c] = cb;
+                    assert_eq!(scan_bytes(&line), None, "len {len} control at {c}");
+                    for h in (0..len).filter(|&h| h != c) {
+                        let mut both = line.clone();
+                        both[h] = hb;
+                        assert_eq!(
+                            scan_bytes(&both),
+                            naive(&both),
+                            "len {len} control at {c} high at {h}"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 100_000);
     }
 }
