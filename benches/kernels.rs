@@ -201,7 +201,8 @@ fn thread_cpu_ns() -> Option<u64> {
 }
 
 /// `LSHBENCH_CPU_TIME=1 cargo bench --bench kernels`: the corpus figures measured in thread CPU time as well as
-/// wall time, one thread, median of 5 runs of at least 0.5 s each. On a machine shared with other jobs, wall-clock throughput mostly
+/// wall time, one thread, median of 5 runs of at least 0.5 s each, the kernels' runs interleaved; then `fss`'s
+/// speed as a fraction of `oph-opt`'s. On a machine shared with other jobs, wall-clock throughput mostly
 /// measures the share of the CPU the bench got; CPU time is what the kernel itself costs.
 fn cpu_time_report() {
     let texts = corpus();
@@ -229,10 +230,13 @@ fn cpu_time_report() {
             runs.push(kernel::build("simd", &params).expect("simd"));
         }
     }
-    for kernel in &runs {
-        let mut cpu = Vec::new();
-        let mut wall = Vec::new();
-        for _ in 0..5 {
+    // The five measurements of each kernel interleave with the others' (round r of every kernel, then round
+    // r + 1), so that a machine whose speed drifts during the report slows every kernel alike and the ratios
+    // between them stay fair.
+    let mut cpu = vec![Vec::new(); runs.len()];
+    let mut wall = vec![Vec::new(); runs.len()];
+    for _ in 0..5 {
+        for (i, kernel) in runs.iter().enumerate() {
             // Whole passes over the corpus until 0.5 s have gone by: the thread's CPU time is counted in
             // scheduler ticks (4 ms here), so one 20 ms pass would be measured to within 20% only.
             let (c0, w0) = (thread_cpu_ns(), std::time::Instant::now());
@@ -243,22 +247,33 @@ fn cpu_time_report() {
                 }
                 passes += 1;
             }
-            wall.push(w0.elapsed().as_secs_f64() / passes as f64);
+            wall[i].push(w0.elapsed().as_secs_f64() / passes as f64);
             if let (Some(c0), Some(c1)) = (c0, thread_cpu_ns()) {
-                cpu.push((c1 - c0) as f64 * 1e-9 / passes as f64);
+                cpu[i].push((c1 - c0) as f64 * 1e-9 / passes as f64);
             }
         }
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-        };
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    let mut cpu_rate = Vec::new();
+    for (i, kernel) in runs.iter().enumerate() {
+        let rate = bytes / median(&mut cpu[i]) / 1e6;
+        cpu_rate.push((kernel.name(), rate));
         println!(
             "| {} | {} | {:.1} | {:.1} |",
             kernel.name(),
             kernel.isa(),
-            bytes / median(&mut cpu) / 1e6,
-            bytes / median(&mut wall) / 1e6
+            rate,
+            bytes / median(&mut wall[i]) / 1e6
         );
+    }
+    // Item 3 of the text-path issue: `fss` against `oph-opt` (each name's first row: the detected instruction
+    // set; only `simd` has rows on narrower ones, after its own).
+    let rate_of = |name: &str| cpu_rate.iter().find(|r| r.0 == name).map(|r| r.1);
+    if let (Some(fss), Some(oph)) = (rate_of("fss"), rate_of("oph-opt")) {
+        println!("fss / oph-opt in CPU time: {:.3}", fss / oph);
     }
     // How far `fss` gets past round 0 (round 0 alone is one-permutation hashing).
     let fss = lshbench::kernel::fss::Fss::new(k, SEED);
