@@ -475,8 +475,9 @@ fn detach(batch: &mut SignedBatch) -> SignedBatch {
 /// signatures to `output` in input order. Reading runs on a thread of its own ([`sketch_corpus`]) and signing
 /// on the current rayon pool. Where reading only parses (a plain file: its thread leaves part of a core idle),
 /// writing runs on a third thread, at most `WRITE_QUEUE` (2) groups of `WRITE_GROUP` (4) batches behind
-/// signing, so that the signing thread only signs; where reading also decodes (gzip, Parquet: its threads keep their cores busy), a third thread
-/// would take time from them, and the signing thread writes each batch itself. A failed write stops reading and
+/// signing, so that the signing thread only signs; where reading also decodes (gzip, Parquet: its threads keep
+/// their cores busy), a third thread would take time from them, and the signing thread writes each batch
+/// itself. A failed write stops reading and
 /// signing and is the error returned. `progress` counts documents as they are signed.
 pub fn sketch(
     reader: &mut CorpusReader,
