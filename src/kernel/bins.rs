@@ -58,6 +58,12 @@ unsafe fn filtered_min_update_avx512(
     };
     assert!(packed.len() <= CHUNK, "at most one chunk at a time");
     let t = max(token, bins);
+    if t == u32::MAX {
+        // A bin is still empty, so no value can be dropped: update with every one.
+        // SAFETY: the bins contract is the caller's.
+        unsafe { min_update(packed, bins) };
+        return;
+    }
     let tv = _mm512_set1_epi64(t as i64);
     let low = _mm512_set1_epi64(u32::MAX as i64);
     let mut n = 0usize;
@@ -96,6 +102,40 @@ pub fn empty_mask(bins: &[u32], empty: u32) -> BinMask {
     );
     let mut mask = [0u64; MASK_BINS / 64];
     for (b, &v) in bins.iter().enumerate() {
+        mask[b / 64] |= ((v == empty) as u64) << (b % 64);
+    }
+    mask
+}
+
+/// [`empty_mask`] with one vector compare per 16 bins. Panics as `empty_mask` does.
+///
+/// # Safety
+/// Safe to call from code compiled for AVX-512F; the token proves the CPU runs it, but a caller without that
+/// feature compiled in still writes `unsafe` (as for [`max`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub fn empty_mask_avx512(_: Avx512, bins: &[u32], empty: u32) -> BinMask {
+    use std::arch::x86_64::{
+        __m512i, _mm512_cmpeq_epi32_mask, _mm512_loadu_si512, _mm512_set1_epi32,
+    };
+    assert!(
+        bins.len() <= MASK_BINS,
+        "a bin mask covers {MASK_BINS} bins"
+    );
+    let mut mask = [0u64; MASK_BINS / 64];
+    let e = _mm512_set1_epi32(empty as i32);
+    let mut lanes = bins.chunks_exact(16);
+    for (i, v16) in (&mut lanes).enumerate() {
+        // SAFETY: `v16` holds 16 u32 (unaligned load allowed).
+        let m = _mm512_cmpeq_epi32_mask(
+            unsafe { _mm512_loadu_si512(v16.as_ptr() as *const __m512i) },
+            e,
+        );
+        mask[i / 4] |= (m as u64) << (i % 4 * 16);
+    }
+    let done = bins.len() - lanes.remainder().len();
+    for (b, &v) in lanes.remainder().iter().enumerate() {
+        let b = done + b;
         mask[b / 64] |= ((v == empty) as u64) << (b % 64);
     }
     mask
@@ -235,6 +275,33 @@ mod tests {
                 // SAFETY: every bin is < MASK_BINS by construction.
                 let n = unsafe { select_bins(token, chunk, &mask, &mut cand) };
                 assert_eq!(&cand[..n], &want[..], "density {density}/64, length {len}");
+            }
+        }
+    }
+
+    /// The vector mask equals the scalar one for every length up to MASK_BINS (whole vectors and tails) and for
+    /// bins empty at every position.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn empty_mask_avx512_equals_the_scalar_mask() {
+        let Some(token) = Avx512::detect() else {
+            eprintln!("skipped: no AVX-512 on this CPU");
+            return;
+        };
+        for len in 0..=MASK_BINS {
+            for step in [1usize, 2, 5, 17, 64] {
+                let bins: Vec<u32> = (0..len)
+                    .map(|b| {
+                        if b % step == len % step {
+                            u32::MAX
+                        } else {
+                            b as u32
+                        }
+                    })
+                    .collect();
+                // SAFETY: the token proves AVX-512F.
+                let wide = unsafe { empty_mask_avx512(token, &bins, u32::MAX) };
+                assert_eq!(wide, empty_mask(&bins, u32::MAX), "len {len} step {step}");
             }
         }
     }
