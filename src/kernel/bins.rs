@@ -95,6 +95,7 @@ pub const MASK_BINS: usize = 512;
 pub type BinMask = [u64; MASK_BINS / 64];
 
 /// The bins of `bins` that still hold `empty`. Panics if there are more than [`MASK_BINS`] bins.
+/// The plain definition, and the reference [`empty_mask_avx512`] is tested against (`fss` calls that one).
 pub fn empty_mask(bins: &[u32], empty: u32) -> BinMask {
     assert!(
         bins.len() <= MASK_BINS,
