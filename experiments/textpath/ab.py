@@ -7,6 +7,10 @@ ratios of the first command to the others.
 
 `--pause=MS` first sleeps MS milliseconds before each run, so that work the previous run left to the system
 (writeback of its outputs, freeing its memory) is done before the next one starts.
+
+`{run}` in an argument is replaced by the run's number, so that each run writes a file of its own (no output
+replaces a previous one); after each run, the arguments that held `{run}` are removed as files (with
+`<stem>.ids.csv` beside a `.npy`), outside the timed part.
 """
 import json
 import os
@@ -26,17 +30,23 @@ def main():
     cmds = [json.loads(a) for a in args[1:]]
     wall = [[] for _ in cmds]
     cpu = [[] for _ in cmds]
-    for _ in range(runs):
+    for run in range(runs):
         for i, cmd in enumerate(cmds):
             if pause:
                 time.sleep(pause)
+            run_cmd = [a.replace("{run}", str(run)) for a in cmd]
             t0 = time.perf_counter()
-            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            p = subprocess.Popen(run_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             _, status, usage = os.wait4(p.pid, 0)
             wall[i].append(time.perf_counter() - t0)
             cpu[i].append(usage.ru_utime + usage.ru_stime)
             if status != 0:
-                sys.exit(f"failed: {' '.join(cmd)}")
+                sys.exit(f"failed: {' '.join(run_cmd)}")
+            for a, r in zip(cmd, run_cmd):
+                if a != r:
+                    for f in (r, r[:-4] + ".ids.csv" if r.endswith(".npy") else None):
+                        if f and os.path.isfile(f):
+                            os.unlink(f)
     med = statistics.median
     for i, cmd in enumerate(cmds):
         print(f"[{i}] wall median {med(wall[i]) * 1e3:.1f} ms (min {min(wall[i]) * 1e3:.1f}), "
