@@ -275,6 +275,28 @@ pub mod x86 {
             WindowsX8 { key_len, ..self }
         }
 
+        /// The windows' bytes before the XOR that makes them ids: [`WindowsX8::ids`] is `raw(p) ^ key()`.
+        ///
+        /// # Safety
+        /// As for [`WindowsX8::ids`].
+        #[inline(always)]
+        pub unsafe fn raw(&self, p: *const u8) -> __m512i {
+            // SAFETY: 16 readable bytes at p and AVX-512 F/BW, by the caller's contract.
+            unsafe {
+                _mm512_shuffle_epi8(
+                    _mm512_broadcast_i32x4(_mm_loadu_si128(p.cast())),
+                    self.shuffle,
+                )
+            }
+        }
+
+        /// What [`WindowsX8::ids`] XORs into [`WindowsX8::raw`] (the key, the length and anything
+        /// [`WindowsX8::xored`] added), in every lane.
+        #[inline(always)]
+        pub fn key(&self) -> __m512i {
+            self.key_len
+        }
+
         /// The ids of the windows starting at `p`, `p + 1`, ..., `p + 7`.
         ///
         /// # Safety
@@ -284,10 +306,7 @@ pub mod x86 {
         #[inline(always)]
         pub unsafe fn ids(&self, p: *const u8) -> __m512i {
             // SAFETY: 16 readable bytes at p and AVX-512 F/BW, by the caller's contract.
-            unsafe {
-                let src = _mm512_broadcast_i32x4(_mm_loadu_si128(p.cast()));
-                _mm512_xor_si512(_mm512_shuffle_epi8(src, self.shuffle), self.key_len)
-            }
+            unsafe { _mm512_xor_si512(self.raw(p), self.key_len) }
         }
     }
 

@@ -415,14 +415,18 @@ impl Bounds for ByteBounds {
 /// Where [`pipeline`] takes its vectors of 8 ids from.
 #[cfg(target_arch = "x86_64")]
 trait Source {
-    /// The 8 ids of vector `t`.
+    /// The 8 ids of vector `t`, before the XOR of [`Source::offset`]: the hashed values are
+    /// `mix64(ids(t) ^ offset(seed))`.
     ///
     /// # Safety
     /// `t` is below the vector count the pipeline was given, and the CPU supports AVX-512 F/DQ/BW/VL.
     unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i;
 
-    /// Whether [`Source::ids`] gives the ids with the seed already XORed in.
-    const SEEDED: bool;
+    /// The value XORed into every id before `mix64`, the seed included, in every lane.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F.
+    unsafe fn offset(&self, seed: u64) -> std::arch::x86_64::__m512i;
 }
 
 /// Ids already in memory.
@@ -431,7 +435,11 @@ struct Ids<'a>(&'a [u64]);
 
 #[cfg(target_arch = "x86_64")]
 impl Source for Ids<'_> {
-    const SEEDED: bool = false;
+    #[inline(always)]
+    unsafe fn offset(&self, seed: u64) -> std::arch::x86_64::__m512i {
+        // SAFETY: AVX-512F by the caller's contract.
+        unsafe { std::arch::x86_64::_mm512_set1_epi64(seed as i64) }
+    }
 
     #[inline(always)]
     unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i {
@@ -441,8 +449,9 @@ impl Source for Ids<'_> {
     }
 }
 
-/// Windows of a text, their ids computed in registers with the seed XORed in ([`WindowsX8::xored`]): vector t is
-/// the windows starting at bytes 8t..8t + 8.
+/// Windows of a text, their ids computed in registers: vector t is the windows starting at bytes 8t..8t + 8, as
+/// the bytes shuffled into lanes ([`WindowsX8::raw`]), whose XOR with the key (the seed folded in by
+/// [`WindowsX8::xored`]) the pipeline folds into `mix64`'s first xorshift.
 #[cfg(target_arch = "x86_64")]
 struct Windows {
     p: *const u8,
@@ -451,13 +460,17 @@ struct Windows {
 
 #[cfg(target_arch = "x86_64")]
 impl Source for Windows {
-    const SEEDED: bool = true;
+    #[inline(always)]
+    unsafe fn offset(&self, _seed: u64) -> std::arch::x86_64::__m512i {
+        // The seed is in the key already (`xored`).
+        self.x8.key()
+    }
 
     #[inline(always)]
     unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i {
         // SAFETY: the caller made 16 bytes readable at 8t for every vector t it asks for, and runs on a CPU with
         // AVX-512 F/BW (this trait's contract).
-        unsafe { self.x8.ids(self.p.add(8 * t)) }
+        unsafe { self.x8.raw(self.p.add(8 * t)) }
     }
 }
 
@@ -512,7 +525,6 @@ unsafe fn pipeline<B: Bounds, S: Source>(src: &S, vectors: usize, seed: u64, bin
             return;
         }
         let binner = Binner::new(bins.len());
-        let seed_v = _mm512_set1_epi64(seed as i64);
         let (c1, c2) = crate::arch::x86::mix64_constants();
         // Two candidate buffers, left uninitialised: each chunk writes entries 0..kept (whole 8-lane stores from
         // 0 up) before anything reads them, and reads only below `kept` (zeroing them cost a memset per call).
@@ -520,22 +532,22 @@ unsafe fn pipeline<B: Bounds, S: Source>(src: &S, vectors: usize, seed: u64, bin
         // SAFETY (for each `written_candidates` below): entries below the `pending` of the buffer's last chunk were stored.
         let mut pending = 0usize;
         let mut turn = 0usize;
-        // Pipeline registers: after step t, `a` holds the ids of vector t, `b` vector t - 1 after mix64's first
-        // multiply, `c` vector t - 2 after its second.
+        // Pipeline registers: after step t, `a` holds the ids of vector t (before the offset), `b` vector t - 1
+        // after mix64's first multiply, `c` vector t - 2 after its second.
         let zero = _mm512_setzero_si512();
         let (mut a, mut b, mut c) = (zero, zero, zero);
         // Steps: one per vector, then DEPTH more to drain the pipeline. Stage 1 of a step past the last vector
         // reloads the last one; its results never reach the filter.
         let total = vectors + DEPTH;
+        // mix64's first xorshift of `z = a ^ x` is `a ^ (a >> 30) ^ (x ^ (x >> 30))` (a logical shift distributes
+        // over XOR): one three-way XOR (`vpternlogq`) instead of the XOR of the offset and then the xorshift's.
+        let x = src.offset(seed);
+        let x30 = _mm512_xor_si512(x, _mm512_srli_epi64::<30>(x));
         macro_rules! stages_1_to_3 {
             ($t:expr) => {{
                 c = _mm512_mullo_epi64(_mm512_xor_si512(b, _mm512_srli_epi64::<27>(b)), c2);
-                let z = if S::SEEDED {
-                    a
-                } else {
-                    _mm512_xor_si512(a, seed_v)
-                };
-                b = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64::<30>(z)), c1);
+                let z = _mm512_ternarylogic_epi64::<0x96>(a, _mm512_srli_epi64::<30>(a), x30);
+                b = _mm512_mullo_epi64(z, c1);
                 // min(t, vectors - 1) < vectors: a valid vector, as `ids` requires.
                 a = src.ids($t.min(vectors - 1));
             }};
