@@ -451,14 +451,14 @@ mod tests {
         let file = dir.path().join("file");
         std::fs::write(&file, "old").unwrap();
         // A file system without exchange (some network and overlay ones) gets the rename instead.
-        let probe = dir.path().join("probe");
-        std::fs::write(&probe, "").unwrap();
+        let (probe_a, probe_b) = (dir.path().join("probe-a"), dir.path().join("probe-b"));
+        std::fs::write(&probe_a, "").unwrap();
+        std::fs::write(&probe_b, "").unwrap();
         use rustix::fs::{CWD, RenameFlags, renameat_with};
-        if let Err(e) = renameat_with(CWD, &probe, CWD, sub.join("keep"), RenameFlags::EXCHANGE) {
+        if let Err(e) = renameat_with(CWD, &probe_a, CWD, &probe_b, RenameFlags::EXCHANGE) {
             eprintln!("skipped: the temporary directory's file system cannot exchange ({e})");
             return;
         }
-        renameat_with(CWD, &probe, CWD, sub.join("keep"), RenameFlags::EXCHANGE).unwrap();
         assert!(exchanged(&temp, &file));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
         assert_eq!(std::fs::read_to_string(&temp).unwrap(), "old");
