@@ -127,6 +127,18 @@ pub fn sketch_corpus<E: From<ReadError>>(
     reader: &mut CorpusReader,
     shingler: &Shingler,
     kernel: &dyn Kernel,
+    consume: impl FnMut(&mut SignedBatch) -> Result<(), E>,
+) -> Result<(), E> {
+    sketch_corpus_on(reader, shingler, kernel, None, consume)
+}
+
+/// [`sketch_corpus`], with the reading thread bound to CPU `helper` when it is `Some` (a placement hint:
+/// [`crate::exec::helper_cpu`]).
+pub(crate) fn sketch_corpus_on<E: From<ReadError>>(
+    reader: &mut CorpusReader,
+    shingler: &Shingler,
+    kernel: &dyn Kernel,
+    helper: Option<usize>,
     mut consume: impl FnMut(&mut SignedBatch) -> Result<(), E>,
 ) -> Result<(), E> {
     std::thread::scope(|scope| {
@@ -134,6 +146,9 @@ pub fn sketch_corpus<E: From<ReadError>>(
         let (spent_tx, spent_rx) =
             std::sync::mpsc::sync_channel::<Vec<Document>>(QUEUED_BATCHES + 2);
         scope.spawn(move || {
+            if let Some(cpu) = helper {
+                crate::exec::bind_current_thread(cpu);
+            }
             loop {
                 // Free the documents signing is done with before reading more.
                 while let Ok(spent) = spent_rx.try_recv() {

@@ -13,7 +13,7 @@ use crate::corpus::{CorpusReader, Document, ReadError, ReadStats};
 use crate::exec::Progress;
 use crate::kernel::Kernel;
 use crate::output::{AtomicFile, OutputError};
-use crate::pipeline::{SignedBatch, sketch_corpus};
+use crate::pipeline::{SignedBatch, sketch_corpus_on};
 use crate::shingle::{ShingleKind, Shingler};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -472,13 +472,15 @@ fn detach(batch: &mut SignedBatch) -> SignedBatch {
 }
 
 /// Reads the whole corpus, signs every document with `kernel` over `shingler`'s windows, and writes the
-/// signatures to `output` in input order. Reading runs on a thread of its own ([`sketch_corpus`]) and signing
-/// on the current rayon pool. Where reading only parses (a plain file: its thread leaves part of a core idle),
-/// writing runs on a third thread, at most `WRITE_QUEUE` (2) groups of `WRITE_GROUP` (4) batches behind
-/// signing, so that the signing thread only signs; where reading also decodes (gzip, Parquet: its threads keep
-/// their cores busy), a third thread would take time from them, and the signing thread writes each batch
-/// itself. A failed write stops reading and
-/// signing and is the error returned. `progress` counts documents as they are signed.
+/// signatures to `output` in input order. Reading runs on a thread of its own
+/// ([`crate::pipeline::sketch_corpus`]) and signing on the current rayon pool. Where reading only parses (a
+/// plain file: its thread leaves part of a core idle), writing runs on a third thread, at most `WRITE_QUEUE`
+/// (2) groups of `WRITE_GROUP` (4) batches behind signing, so that the signing thread only signs; where reading
+/// also decodes (gzip, Parquet: its threads keep their cores busy), a third thread would take time from them,
+/// and the signing thread writes each batch itself. With a plain file and exactly one CPU beside the signing
+/// threads, the reading and writing threads are bound to that CPU ([`crate::exec::helper_cpu`];
+/// `LSHBENCH_PIN=0` leaves them to the scheduler), so that neither takes time from signing. A failed write
+/// stops reading and signing and is the error returned. `progress` counts documents as they are signed.
 pub fn sketch(
     reader: &mut CorpusReader,
     shingler: &Shingler,
@@ -489,6 +491,13 @@ pub fn sketch(
     let started = Instant::now();
     let (mut documents, mut empty, mut bytes) = (0u64, 0u64, 0u64);
     let path = output.path.clone();
+    // Reading and writing together take less than a core here: with one CPU to spare beside the signing
+    // threads, both go to it (exec::helper_cpu).
+    let helper = if reader.decodes() {
+        None
+    } else {
+        crate::exec::helper_cpu(rayon::current_num_threads())
+    };
     std::thread::scope(|scope| -> Result<(), SketchError> {
         let mut writing = if reader.decodes() {
             Writing::Here(Box::new(output))
@@ -498,6 +507,9 @@ pub fn sketch(
             Writing::Thread {
                 tx,
                 writer: scope.spawn(move || -> Result<SignatureWriter, SketchError> {
+                    if let Some(cpu) = helper {
+                        crate::exec::bind_current_thread(cpu);
+                    }
                     for group in rx {
                         for batch in &group {
                             output.write_batch(batch)?;
@@ -508,7 +520,7 @@ pub fn sketch(
                 group: Vec::with_capacity(WRITE_GROUP),
             }
         };
-        let signed = sketch_corpus(reader, shingler, kernel, |batch| {
+        let signed = sketch_corpus_on(reader, shingler, kernel, helper, |batch| {
             documents += batch.docs.len() as u64;
             empty += batch.empty.iter().filter(|&&e| e).count() as u64;
             bytes += batch.docs.iter().map(|d| d.text.len() as u64).sum::<u64>();

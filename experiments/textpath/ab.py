@@ -11,6 +11,9 @@ ratios of the first command to the others.
 `{run}` in an argument is replaced by the run's number, so that each run writes a file of its own (no output
 replaces a previous one); after each run, the arguments that held `{run}` are removed as files (with
 `<stem>.ids.csv` beside a `.npy`), outside the timed part.
+
+Leading `NAME=value` items of a command set environment variables for that command alone (as `env` would, without
+starting another program inside the timed part).
 """
 import json
 import os
@@ -18,6 +21,17 @@ import statistics
 import subprocess
 import sys
 import time
+
+
+def split_env(cmd):
+    """The environment for `cmd` (this process's, with its leading `NAME=value` items set) and its argv."""
+    env = dict(os.environ)
+    n = 0
+    while n < len(cmd) and "=" in cmd[n] and not cmd[n].startswith(("/", ".", "-")):
+        name, value = cmd[n].split("=", 1)
+        env[name] = value
+        n += 1
+    return env, cmd[n:]
 
 
 def main():
@@ -35,8 +49,9 @@ def main():
             if pause:
                 time.sleep(pause)
             run_cmd = [a.replace("{run}", str(run)) for a in cmd]
+            env, argv = split_env(run_cmd)
             t0 = time.perf_counter()
-            p = subprocess.Popen(run_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             _, status, usage = os.wait4(p.pid, 0)
             wall[i].append(time.perf_counter() - t0)
             cpu[i].append(usage.ru_utime + usage.ru_stime)
