@@ -800,12 +800,13 @@ impl<T: RunSigner> WindowSink for RawSketchSink<'_, T> {
     }
 }
 
-/// The AVX2 raw-sketch update (for CPUs without AVX-512): 4 ids per step are mixed in registers ([`Mix64x4`],
-/// `mix64` without a 64-bit multiply), binned and capped as [`bin_values_plain`] does, and filtered: a value at
-/// or above the largest bin value cannot lower its own bin, so only the lanes below it are compacted (a
-/// `vpermd` from a 16-entry table) into a candidate buffer, which the scalar min update applies once per chunk.
-/// The bound is taken at the start of each chunk and bins only fall, so a stale bound is still valid; min is
-/// order-free, so the bins are the same as [`Oph::sign_raw`]'s on the plain path.
+/// The AVX2 raw-sketch update (for CPUs without AVX-512): 4 ids per step are mixed in registers
+/// ([`Mix64x4`](crate::arch::x86::Mix64x4), `mix64` without a 64-bit multiply), binned and capped as
+/// [`bin_values_plain`] does, and filtered: a value at or above the largest bin value cannot lower its own bin,
+/// so only the lanes below it are compacted (a `vpermd` from a 16-entry table) into a candidate buffer, which the
+/// scalar min update applies once per chunk. The bound is taken at the start of each chunk and bins only fall, so
+/// a stale bound is still valid; min is order-free, so the bins are the same as [`Oph::sign_raw`]'s on the plain
+/// path.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Binner, EMPTY, min_update, written_candidates};
