@@ -339,8 +339,9 @@ impl Bounds for GroupBounds {
 /// neighbour is still empty or higher, and lets through those that tie with their bin in the top byte. On the
 /// SpamAssassin bodies (char:5: 21 million windows, of which 2.05 million lower their bin when taken in order)
 /// 4.58 million candidates pass it, against 5.10 million with groups; most of the excess is the bounds' lag of
-/// up to two chunks. What it saves is vector work: four instructions per 8 windows instead of nine, as the
-/// lanes are not capped here (the scalar update caps them).
+/// up to two chunks. What it saves is vector work: three vector instructions per 8 windows (a shift, the lookup
+/// and a byte compare, whose lane bits a scalar `pext` gathers) instead of nine, as the lanes are not capped
+/// here (the scalar update caps them).
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 struct ByteBounds {
@@ -398,16 +399,20 @@ impl Bounds for ByteBounds {
     #[inline(always)]
     unsafe fn pass(&self, h: __m512i) -> (__m512i, __mmask8) {
         use std::arch::x86_64::*;
-        // SAFETY: AVX-512 F/BW and VBMI by this function's contract; register operations only.
+        // SAFETY: AVX-512 F/BW and VBMI by this function's contract, BMI2 by `pipeline`'s; register operations
+        // only.
         unsafe {
-            // The bin (bits 57..64 of h) in the low 7 bits of byte 3 of each lane, the index `vpermt2b` reads;
-            // the lookup keeps byte 3 only, so each lane holds its bin's top byte in bits 24..32, zeros elsewhere.
+            // The bin (bits 57..64 of h) in the low 7 bits of byte 3 of each lane, the index `vpermt2b` reads,
+            // so byte 3 of each lane of `bound` is its bin's top byte (the other bytes are looked up by other
+            // bits of h, and not read).
             let index = _mm512_srli_epi64::<33>(h);
-            let bound =
-                _mm512_maskz_permutex2var_epi8(0x0808_0808_0808_0808, self.t[0], index, self.t[1]);
-            // The value's top byte, in place.
-            let top = _mm512_and_si512(h, _mm512_set1_epi64(0xff00_0000));
-            (h, _mm512_cmple_epu64_mask(top, bound))
+            let bound = _mm512_permutex2var_epi8(self.t[0], index, self.t[1]);
+            // Every byte compared; bit 8i + 3 of `le` is lane i's: its value's top byte (byte 3 of h) against
+            // its bin's. `pext` gathers those 8 bits on a scalar port, where masking both vectors to byte 3
+            // first would take two vector instructions on the two ports the loop is bound by
+            // (BENCHMARKING.md §11, 27th round).
+            let le = _mm512_cmple_epu8_mask(h, bound);
+            (h, _pext_u64(le, 0x0808_0808_0808_0808) as __mmask8)
         }
     }
 }
