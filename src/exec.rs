@@ -82,6 +82,64 @@ pub fn bind_current_thread(_cpu: usize) -> bool {
     false
 }
 
+/// How long a thread bound to the spare CPU ([`helper_cpu`]) polls a channel before it blocks on it: about
+/// the longest a reading or writing thread waits for the signing thread on SpamAssassin (a batch signed every
+/// 0.2 ms, a group of four written every 0.9 ms).
+pub(crate) const POLL_FOR: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Sends `value` on `tx`, blocking while the channel is full. With `poll`, first tries again and again for up
+/// to [`POLL_FOR`], yielding the CPU between tries, and blocks only after that: a sender that is not asleep
+/// on the channel is one the receiver does not have to wake, and waking a thread on another CPU cost the
+/// signing thread about 3% of its time on the 2-core VM (a system call and an interprocessor interrupt per
+/// batch; BENCHMARKING.md §11, 27th round). Only for a thread with a CPU of its own to spin on (the helpers
+/// bound by [`helper_cpu`]); the outcome is the same either way.
+pub(crate) fn send_polling<T>(
+    tx: &std::sync::mpsc::SyncSender<T>,
+    value: T,
+    poll: bool,
+) -> Result<(), std::sync::mpsc::SendError<T>> {
+    use std::sync::mpsc::{SendError, TrySendError};
+    let mut value = value;
+    if poll {
+        let deadline = std::time::Instant::now() + POLL_FOR;
+        loop {
+            match tx.try_send(value) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(v)) => return Err(SendError(v)),
+                Err(TrySendError::Full(v)) => value = v,
+            }
+            if std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::yield_now();
+        }
+    }
+    tx.send(value)
+}
+
+/// Receives from `rx`, blocking while it is empty; with `poll`, polls first, as [`send_polling`] does.
+pub(crate) fn recv_polling<T>(
+    rx: &std::sync::mpsc::Receiver<T>,
+    poll: bool,
+) -> Result<T, std::sync::mpsc::RecvError> {
+    use std::sync::mpsc::{RecvError, TryRecvError};
+    if poll {
+        let deadline = std::time::Instant::now() + POLL_FOR;
+        loop {
+            match rx.try_recv() {
+                Ok(v) => return Ok(v),
+                Err(TryRecvError::Disconnected) => return Err(RecvError),
+                Err(TryRecvError::Empty) => {}
+            }
+            if std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::yield_now();
+        }
+    }
+    rx.recv()
+}
+
 /// The most worker threads a pool is built with (each has its own stack and buffers).
 pub const MAX_THREADS: usize = 1024;
 
@@ -129,6 +187,55 @@ mod tests {
         assert_eq!(spare_cpu(&[0, 1, 2], 1), None);
         assert_eq!(spare_cpu(&(0..64).collect::<Vec<_>>(), 8), None);
         assert_eq!(spare_cpu(&[], 0), None);
+    }
+
+    /// Polling or not, every value arrives once and in order, whether the other side keeps up (values taken
+    /// while polling) or not (a wait longer than `POLL_FOR`, which ends in the blocking call); and a closed
+    /// channel ends both calls with an error, the unsent value handed back.
+    #[test]
+    fn polling_channels_deliver_everything_in_order_and_see_the_other_side_go() {
+        use std::time::Duration;
+        for poll in [false, true] {
+            for pause in [Duration::ZERO, POLL_FOR + Duration::from_millis(3)] {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<u32>(2);
+                let sender = std::thread::spawn(move || {
+                    for i in 0..20 {
+                        send_polling(&tx, i, poll).unwrap();
+                    }
+                });
+                let mut got = Vec::new();
+                for i in 0..20 {
+                    // Slow down at two points: the sender, with the channel full, polls past its deadline.
+                    if i == 5 || i == 12 {
+                        std::thread::sleep(pause);
+                    }
+                    got.push(recv_polling(&rx, poll).unwrap());
+                }
+                sender.join().unwrap();
+                assert_eq!(
+                    got,
+                    (0..20).collect::<Vec<_>>(),
+                    "poll {poll}, pause {pause:?}"
+                );
+                // The sender is gone: the receiver sees it, at once or after the last value.
+                assert!(recv_polling(&rx, poll).is_err());
+
+                // A receiver that starts waiting on an empty channel gets a value sent after its deadline.
+                let (tx, rx) = std::sync::mpsc::sync_channel::<u32>(1);
+                let late = std::thread::spawn(move || {
+                    std::thread::sleep(pause);
+                    tx.send(7).unwrap();
+                });
+                assert_eq!(recv_polling(&rx, poll), Ok(7));
+                late.join().unwrap();
+
+                // The receiver is gone: the send fails and hands the value back, with the channel full or not.
+                let (tx, rx) = std::sync::mpsc::sync_channel::<u32>(1);
+                send_polling(&tx, 1, poll).unwrap();
+                drop(rx);
+                assert_eq!(send_polling(&tx, 2, poll).unwrap_err().0, 2);
+            }
+        }
     }
 
     /// A thread bound to one of its allowed CPUs may then run only there, and runs there.

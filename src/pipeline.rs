@@ -133,7 +133,8 @@ pub fn sketch_corpus<E: From<ReadError>>(
 }
 
 /// [`sketch_corpus`], with the reading thread bound to CPU `helper` when it is `Some` (a placement hint:
-/// [`crate::exec::helper_cpu`]).
+/// [`crate::exec::helper_cpu`]), where it polls the full channel instead of sleeping on it
+/// ([`crate::exec::send_polling`]).
 pub(crate) fn sketch_corpus_on<E: From<ReadError>>(
     reader: &mut CorpusReader,
     shingler: &Shingler,
@@ -146,9 +147,9 @@ pub(crate) fn sketch_corpus_on<E: From<ReadError>>(
         let (spent_tx, spent_rx) =
             std::sync::mpsc::sync_channel::<Vec<Document>>(QUEUED_BATCHES + 2);
         scope.spawn(move || {
-            if let Some(cpu) = helper {
-                crate::exec::bind_current_thread(cpu);
-            }
+            // Bound to a CPU of its own (shared with the writing thread at most), the reading thread polls the
+            // full channel rather than sleep on it (exec::send_polling).
+            let poll = helper.is_some_and(crate::exec::bind_current_thread);
             loop {
                 // Free the documents signing is done with before reading more.
                 while let Ok(spent) = spent_rx.try_recv() {
@@ -157,7 +158,7 @@ pub(crate) fn sketch_corpus_on<E: From<ReadError>>(
                 let batch = read_batch(reader, shingler, READ_BATCH_DOCS, READ_BATCH_BYTES);
                 let last = !matches!(&batch, Ok(b) if !b.docs.is_empty());
                 // A send fails only when signing stopped (an error): then reading stops too.
-                if tx.send(batch).is_err() || last {
+                if crate::exec::send_polling(&tx, batch, poll).is_err() || last {
                     break;
                 }
             }

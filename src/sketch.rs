@@ -479,7 +479,9 @@ fn detach(batch: &mut SignedBatch) -> SignedBatch {
 /// also decodes (gzip, Parquet: its threads keep their cores busy), a third thread would take time from them,
 /// and the signing thread writes each batch itself. With a plain file and exactly one CPU beside the signing
 /// threads, the reading and writing threads are bound to that CPU ([`crate::exec::helper_cpu`];
-/// `LSHBENCH_PIN=0` leaves them to the scheduler), so that neither takes time from signing. A failed write
+/// `LSHBENCH_PIN=0` leaves them to the scheduler), so that neither takes time from signing; bound, they poll
+/// their channels for up to 2 ms before sleeping on them, so that the signing thread seldom has a sleeping
+/// thread to wake (`exec::send_polling`). A failed write
 /// stops reading and signing and is the error returned. `progress` counts documents as they are signed.
 pub fn sketch(
     reader: &mut CorpusReader,
@@ -507,10 +509,9 @@ pub fn sketch(
             Writing::Thread {
                 tx,
                 writer: scope.spawn(move || -> Result<SignatureWriter, SketchError> {
-                    if let Some(cpu) = helper {
-                        crate::exec::bind_current_thread(cpu);
-                    }
-                    for group in rx {
+                    // Bound, it polls for the next group rather than sleep (exec::recv_polling).
+                    let poll = helper.is_some_and(crate::exec::bind_current_thread);
+                    while let Ok(group) = crate::exec::recv_polling(&rx, poll) {
                         for batch in &group {
                             output.write_batch(batch)?;
                         }
