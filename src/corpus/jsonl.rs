@@ -212,8 +212,8 @@ fn string(s: &str, start: usize, keep: bool, dispatch: Dispatch) -> Option<(Stri
     }
     // A string without escapes (every id, almost, and some texts) ends at the first quote-or-backslash: copied
     // into an exactly sized allocation. Sizing it for the rest of the line instead, as the loop below must,
-    // cost an id (which comes before the text) a line-sized allocation and a reallocation to shrink it, per
-    // document (BENCHMARKING.md §11, 24th round).
+    // would cost an id (which comes before the text) a line-sized allocation and a reallocation to shrink it,
+    // per document.
     let first = start + memchr2(b'"', b'\\', &b[start..])?;
     if b[first] == b'"' {
         // The slice ends at an ASCII quote: a char boundary of valid UTF-8.

@@ -2,8 +2,8 @@
 //! parquet crate (59.3.2, and 60.1.0 the same) can spend unbounded time on: a list, set or map of booleans in a
 //! field it skips. The crate skips a field it does not know element by element and takes a boolean element to
 //! hold no bytes (`parquet_thrift.rs`, `skip_till_depth`), so a declared size of two billion costs two billion
-//! iterations that read nothing: about 8 s for one map in a 1 KB footer, and nesting multiplies it (found by
-//! fuzz/reader_parquet; the inputs are in `tests/fuzz_regressions/`). No field of a Parquet footer or page
+//! iterations that read nothing: about 8 s for one map in a 1 KB footer, and nesting multiplies it
+//! (fuzz/reader_parquet covers it; the inputs are in `tests/fuzz_regressions/`). No field of a Parquet footer or page
 //! header is such a container (the one `list<bool>` of the format, a column index's `null_pages`, lives in the
 //! page index, which the reader does not read), so the walk refuses any with a size above zero.
 //!

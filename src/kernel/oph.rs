@@ -409,8 +409,7 @@ impl Bounds for ByteBounds {
             let bound = _mm512_permutex2var_epi8(self.t[0], index, self.t[1]);
             // Every byte compared; bit 8i + 3 of `le` is lane i's: its value's top byte (byte 3 of h) against
             // its bin's. `pext` gathers those 8 bits on a scalar port, where masking both vectors to byte 3
-            // first would take two vector instructions on the two ports the loop is bound by
-            // (BENCHMARKING.md §11, 27th round).
+            // first would take two vector instructions on the two ports the loop is bound by.
             let le = _mm512_cmple_epu8_mask(h, bound);
             (h, _pext_u64(le, 0x0808_0808_0808_0808) as __mmask8)
         }
@@ -516,8 +515,8 @@ unsafe fn pipeline<B: Bounds, S: Source>(src: &S, vectors: usize, seed: u64, bin
         const STEPS_PER_CHUNK: usize = PIPE_CHUNK / 8;
         /// Steps of a run's first chunk; each chunk after it is twice as long, up to `STEPS_PER_CHUNK`. While the
         /// bins fill, short chunks let the bounds follow them (a chunk's bounds lag its candidates by a chunk):
-        /// on SpamAssassin at k = 128, 3.78 million candidates instead of 4.58 (BENCHMARKING.md §11, 22nd
-        /// round). Shorter chunks throughout cost more in refreshes than they save.
+        /// on SpamAssassin at k = 128, 3.78 million candidates instead of 4.58. Shorter chunks throughout cost
+        /// more in refreshes than they save.
         const FIRST_STEPS: usize = 4;
         /// Candidates of the previous chunk applied per step (a whole chunk's worth fits in one chunk).
         const DRAIN_PER_STEP: usize = 8;

@@ -34,8 +34,8 @@
 //!   `1 - 2(1-1/k)^f + (1-2/k)^f`), so E(S) = k + k(k-1) (1 - p11 (1 - p00^k) / (1 - p00)) / f.
 //!
 //! Checks against measurement (fresh kernel seed per trial, 10^4 trials, k = 32, J = 0.5): optimal
-//! densification gives 1.353, 0.953, 0.791 at f = 8, 32, 128 (measured 1.355 and 0.951 at f = 8 and 32,
-//! issue 11); rotation 3.60 and 1.14 at f = 8 and 32; fast similarity sketching 0.502 at f = 8.
+//! densification gives 1.353, 0.953, 0.791 at f = 8, 32, 128 (measured: 1.355 and 0.951 at f = 8 and 32);
+//! rotation 3.60 and 1.14 at f = 8 and 32; fast similarity sketching 0.502 at f = 8.
 
 /// The distribution of the number of non-empty bins when `f` elements fall uniformly into `k` bins:
 /// `p[m]` for m = 0..=k (a recurrence over the elements, O(f k)).
