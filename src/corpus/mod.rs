@@ -6,6 +6,7 @@ pub mod pairs;
 #[cfg(feature = "parquet")]
 mod parquet;
 pub mod reader;
+mod record;
 pub mod synth;
 #[cfg(feature = "parquet")]
 mod thrift_guard;

@@ -9,7 +9,7 @@
 //! the `line` of a rejected row's message is its 1-based row number in the file, and a row without an id column
 //! gets its 0-based row index as id, as a CSV record gets its record index.
 
-use super::reader::{Bad, Parsed, ReadError, ReaderOptions, decode};
+use super::record::{Bad, Parsed, ReadError, ReaderOptions, decode};
 use super::thrift_guard;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -332,8 +332,8 @@ fn hostile_page_header(
 }
 
 /// What makes `page` of a column `descr` one the parquet crate (59.3.2, and 60.1.0 the same) panics on while
-/// decoding it, instead of returning an error; `None` for a page it decodes or refuses by itself. Each case was
-/// found by fuzz/reader_parquet or by reading the crate's code beside a fuzzed one:
+/// decoding it, instead of returning an error; `None` for a page it decodes or refuses by itself. fuzz/reader_parquet
+/// covers each case:
 /// - a byte-array page holding value bytes but, by its header, no value: a dictionary page of 0 values, or a PLAIN
 ///   v2 data page whose values are all null (`num_nulls == num_values`). The crate divides by that count of
 ///   values (`arrow/array_reader/byte_array.rs`, `ByteArrayDecoderPlain::read`);
@@ -631,7 +631,7 @@ impl ParquetRows {
         })?;
         check_footer(path, &file)?;
         // The Arrow schema a writer may embed (the `ARROW:schema` footer metadata) is not used: arrow-ipc panics on
-        // some malformed ones (an unknown float precision, found by fuzz/reader_parquet) instead of returning an
+        // some malformed ones (an unknown float precision, a case fuzz/reader_parquet covers) instead of returning an
         // error, and the Parquet schema alone gives every column type this reader takes.
         let arrow_options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
         let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, arrow_options)
@@ -643,7 +643,7 @@ impl ParquetRows {
                 )
             })?;
         // The parquet crate asserts (panics) when it reads a column chunk whose footer gives a negative offset or
-        // length (found by fuzz/reader_parquet): refuse such a footer here, as a damaged file.
+        // length (a case fuzz/reader_parquet covers): refuse such a footer here, as a damaged file.
         for (g, group) in builder.metadata().row_groups().iter().enumerate() {
             for column in group.columns() {
                 let start = column

@@ -19,9 +19,10 @@
 
 use super::ExperimentError;
 use super::accuracy::{self, AccuracyRow, Moments};
-use super::chart::{Chart, Figures, Series, Style, kernel_color};
+use super::chart::{Chart, Series, Style, kernel_color};
 use super::config::{AblationConfig, AccuracySweep};
 use super::deps;
+use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::scurve::{self, PointTest, ScurveRow};

@@ -25,9 +25,10 @@
 //! Published tables (ALGORITHMS.md) are compared in notes that name the table and its own uncertainty.
 
 use super::ExperimentError;
-use super::chart::{Chart, Figures, Series, Style, kernels_in};
+use super::chart::{Chart, Series, Style, kernels_in};
 use super::config::{AccuracyConfig, AccuracySweep};
 use super::deps;
+use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::stats::{bonferroni_level, ertl_band_half_width, ertl_z, z_two_sided};

@@ -18,9 +18,10 @@
 
 use super::ExperimentError;
 use super::accuracy::{self, AccuracyRow, bits_name};
-use super::chart::{Chart, Figures, Series, Style};
+use super::chart::{Chart, Series, Style};
 use super::config::{AccuracySweep, BbitConfig};
 use super::deps;
+use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::stats::{bonferroni_level, wilson, z_two_sided};

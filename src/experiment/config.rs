@@ -697,7 +697,7 @@ impl Validate for AblationConfig {
 // faults
 
 /// Fault injection: the accuracy and S-curve self-checks run on correct kernels and on deliberately broken
-/// ones ([`super::faults::FAULTS`]).
+/// ones ([`super::broken::FAULTS`]).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultsConfig {
@@ -717,7 +717,7 @@ pub struct FaultsConfig {
     pub family_alpha: f64,
 }
 fn all_faults() -> Vec<String> {
-    super::faults::FAULTS
+    super::broken::FAULTS
         .iter()
         .map(|f| f.spec.name.to_string())
         .collect()
@@ -1030,8 +1030,8 @@ impl Validate for FaultsConfig {
         validate_scurve_sweeps(&self.scurve, "scurve")?;
         check_nonempty(&self.faults, "faults")?;
         for (i, f) in self.faults.iter().enumerate() {
-            if super::faults::fault(f).is_none() {
-                return Err(format!("faults[{i}]: {}", super::faults::unknown_fault(f)));
+            if super::broken::fault(f).is_none() {
+                return Err(format!("faults[{i}]: {}", super::broken::unknown_fault(f)));
             }
         }
         if !(self.family_alpha > 0.0 && self.family_alpha < 1.0) {

@@ -18,11 +18,13 @@
 pub mod ablation;
 pub mod accuracy;
 pub mod bbit;
+pub mod broken;
 pub mod chart;
 pub mod config;
 pub mod deps;
 pub mod error;
 pub mod faults;
+pub mod figures;
 #[cfg(feature = "plots")]
 pub mod plot;
 pub mod recall;

@@ -15,9 +15,10 @@
 
 use super::ExperimentError;
 use super::accuracy::{bits_name, split_bits};
-use super::chart::{Chart, Figures, Series, Style, kernel_color};
+use super::chart::{Chart, Series, Style, kernel_color};
 use super::config::{RecallConfig, RecallStudy};
 use super::deps;
+use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, write_csv};
 use super::scurve::slot_agreement;

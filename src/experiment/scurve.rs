@@ -21,9 +21,10 @@
 
 use super::ExperimentError;
 use super::accuracy::{bits_name, split_bits};
-use super::chart::{Chart, Figures, Series, Style, kernel_color, kernels_in};
+use super::chart::{Chart, Series, Style, kernel_color, kernels_in};
 use super::config::{BandAgreementSweep, ScurveConfig, ScurveSweep};
 use super::deps;
+use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::stats::{binomial_consistent, binomial_tails, bonferroni_level, wilson, z_two_sided};

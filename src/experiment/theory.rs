@@ -3,8 +3,9 @@
 //! choice of (b, r) next to the false-positive/false-negative rule.
 
 use super::ExperimentError;
-use super::chart::{Chart, Figures, Series, Style};
+use super::chart::{Chart, Series, Style};
 use super::config::TheoryConfig;
+use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{Checks, Ctx, write_csv};
 use crate::lsh::scurve::Banding;

@@ -1,13 +1,14 @@
 //! Throughput of every kernel by k and shingle kind, on real and synthetic corpora, on one thread and on all
 //! threads: docs/s, MB/s of text and shingles/s, with shingling timed apart from signing, plus the fused
-//! text-in/signatures-out time. Timings are data, not checks (medians of `repeats` runs; the machine is
-//! shared, see BENCHMARKING.md). The one check: signatures are identical whatever the thread count.
+//! text-in/signatures-out time. Timings are data, not checks (medians of `repeats` runs; a shared machine
+//! makes them noisy). The one check: signatures are identical whatever the thread count.
 
 use super::ExperimentError;
 use super::accuracy::bits_name;
-use super::chart::{Chart, Figures, Series, Style, kernel_color};
+use super::chart::{Chart, Series, Style, kernel_color};
 use super::config::ThroughputConfig;
 use super::deps;
+use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, write_csv};
 use crate::kernel::bbit::{self, BBit};

@@ -1,0 +1,316 @@
+//! No import circles between files: every file under `src/` is a module, and no module reaches, through the
+//! paths it names, a module that reaches it back, inside a folder as across layers (tests/layers.rs orders the
+//! top-level modules; this test covers the files within them). A path is `crate::a::b`, `super::b`,
+//! `self::b` or a child module's name (`b::item` in the file that declares `mod b`), in code or in a `use`
+//! group; it points at the deepest file it names.
+//!
+//! A folder's root file (`a/mod.rs`, or `a.rs` beside `a/`) is the folder's face: it declares its children,
+//! re-exports what they offer and holds what they share (a trait and its registry, an error type), so its
+//! paths into its own direct children are the module tree, not imports. Every other path counts: between
+//! siblings, into a folder from outside, and from a child up to any ancestor.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// A module's path below the crate root: `src/a/b.rs` and `src/a/b/mod.rs` are `["a", "b"]`.
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap();
+    let stem = last.strip_suffix(".rs").unwrap().to_string();
+    if stem != "mod" && stem != "lib" && stem != "main" {
+        parts.push(stem);
+    }
+    parts
+}
+
+/// Source text without comments (line comments and doc comments; block comments are not used in `src/`) and
+/// without the contents of string literals.
+fn code(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut in_str = false;
+        let mut prev = ' ';
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            if in_str {
+                if c == '"' && prev != '\\' {
+                    in_str = false;
+                    out.push('"');
+                }
+                prev = if prev == '\\' && c == '\\' { ' ' } else { c };
+                continue;
+            }
+            if c == '/' && chars.peek() == Some(&'/') {
+                break;
+            }
+            if c == '"' && prev != '\'' {
+                in_str = true;
+            }
+            out.push(c);
+            prev = c;
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn ident(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The paths that start at `at` in `text` (just after a `prefix::`): `a::b::c`, or each item of a
+/// `{a::b, c::{d, e}}` group, as segment lists.
+fn paths_at(text: &str) -> Vec<Vec<String>> {
+    let text = text.trim_start();
+    if let Some(group) = text.strip_prefix('{') {
+        // The group's items, split at top-level commas.
+        let mut depth = 0;
+        let mut items = Vec::new();
+        let mut start = 0;
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    items.push(&group[start..i]);
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    items.push(&group[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return items.into_iter().flat_map(paths_at).collect();
+    }
+    let name = ident(text);
+    if name.is_empty() {
+        return Vec::new();
+    }
+    let rest = &text[name.len()..];
+    match rest.strip_prefix("::") {
+        Some(rest) => {
+            let mut tails = paths_at(rest);
+            if tails.is_empty() {
+                tails.push(Vec::new());
+            }
+            for t in &mut tails {
+                t.insert(0, name.to_string());
+            }
+            tails
+        }
+        None => vec![vec![name.to_string()]],
+    }
+}
+
+/// Every path `text` names after `prefix::` (where `prefix` is a whole word).
+fn paths_after(text: &str, prefix: &str) -> Vec<Vec<String>> {
+    let needle = format!("{prefix}::");
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find(&needle) {
+        let at = from + i;
+        from = at + needle.len();
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        out.extend(paths_at(&text[from..]));
+    }
+    out
+}
+
+/// The child modules `text` declares (`mod b;`, `pub mod b;`, `pub(crate) mod b;`).
+fn children(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let i = l.find("mod ")?;
+            let head = &l[..i];
+            let declares = head.is_empty() || head.starts_with("pub");
+            let name = ident(&l[i + 4..]);
+            (declares && l.ends_with(';') && !name.is_empty()).then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// The file modules each file's paths reach (the deepest existing module each path names, itself left out).
+fn graph(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let files = common::files_with_extension(src, "rs");
+    let modules: BTreeMap<Vec<String>, String> = files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(src).unwrap();
+            (module_path(rel), std::fs::read_to_string(f).unwrap())
+        })
+        .filter(|(m, _)| !m.is_empty())
+        .collect();
+    let deepest = |path: Vec<String>| -> Option<Vec<String>> {
+        (1..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|p| modules.contains_key(p))
+    };
+    let mut edges = BTreeMap::new();
+    for (module, text) in &modules {
+        let text = code(text);
+        let parent = &module[..module.len() - 1];
+        let mut reached = BTreeSet::new();
+        let mut add = |base: &[String], tail: Vec<String>| {
+            let mut path = base.to_vec();
+            let mut tail = tail.into_iter().peekable();
+            // `super::super::x`.
+            while tail.peek().is_some_and(|s| s == "super") {
+                tail.next();
+                path.pop();
+            }
+            path.extend(tail);
+            let child_of_this =
+                |t: &Vec<String>| t.len() == module.len() + 1 && t.starts_with(module);
+            if let Some(target) = deepest(path)
+                && &target != module
+                && !child_of_this(&target)
+            {
+                reached.insert(target);
+            }
+        };
+        for p in paths_after(&text, "crate") {
+            add(&[], p);
+        }
+        for p in paths_after(&text, "super") {
+            add(parent, p);
+        }
+        for p in paths_after(&text, "self") {
+            add(module, p);
+        }
+        for child in children(&text) {
+            for p in paths_after(&text, &child) {
+                let mut own = module.clone();
+                own.push(child.clone());
+                add(&own, p);
+            }
+        }
+        edges.insert(module.clone(), reached);
+    }
+    edges
+}
+
+/// The strongly connected components of more than one module (Tarjan's algorithm): each is a circle.
+fn circles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<String>> {
+    struct Walk<'a> {
+        edges: &'a BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        index: BTreeMap<&'a Vec<String>, (usize, usize)>,
+        stack: Vec<&'a Vec<String>>,
+        on_stack: BTreeSet<&'a Vec<String>>,
+        next: usize,
+        found: Vec<Vec<String>>,
+    }
+    impl<'a> Walk<'a> {
+        fn visit(&mut self, v: &'a Vec<String>) -> usize {
+            let me = self.next;
+            self.next += 1;
+            self.index.insert(v, (me, me));
+            self.stack.push(v);
+            self.on_stack.insert(v);
+            let mut low = me;
+            for w in self.edges.get(v).into_iter().flatten() {
+                let Some((w, _)) = self.edges.get_key_value(w) else {
+                    continue;
+                };
+                match self.index.get(w) {
+                    None => low = low.min(self.visit(w)),
+                    Some(&(wi, _)) if self.on_stack.contains(w) => low = low.min(wi),
+                    _ => {}
+                }
+            }
+            self.index.insert(v, (me, low));
+            if low == me {
+                let mut component = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on_stack.remove(w);
+                    component.push(w.join("::"));
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.found.push(component);
+                }
+            }
+            low
+        }
+    }
+    let mut walk = Walk {
+        edges,
+        index: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        next: 0,
+        found: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !walk.index.contains_key(v) {
+            walk.visit(v);
+        }
+    }
+    walk.found
+}
+
+#[test]
+fn no_file_reaches_a_file_that_reaches_it() {
+    let edges = graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(edges.len() > 50, "the scan found too few files");
+    let found = circles(&edges);
+    let show: Vec<String> = found
+        .iter()
+        .map(|c| {
+            let inside: Vec<String> = c
+                .iter()
+                .map(|m| {
+                    let key: Vec<String> = m.split("::").map(str::to_string).collect();
+                    let to: Vec<String> = edges[&key]
+                        .iter()
+                        .map(|t| t.join("::"))
+                        .filter(|t| c.contains(t))
+                        .collect();
+                    format!("  {m} -> {}", to.join(", "))
+                })
+                .collect();
+            format!("[{}]\n{}", c.join(", "), inside.join("\n"))
+        })
+        .collect();
+    assert!(found.is_empty(), "import circles:\n{}", show.join("\n"));
+}
+
+#[test]
+fn the_scanner_resolves_paths_groups_super_and_children_and_finds_a_circle() {
+    let text = code(
+        "use crate::{a::b::{C, d}, e};\nuse super::f::G;\n// crate::zzz in a comment\nlet s = \"crate::yyy\";\nmod h;\nh::run();",
+    );
+    let crate_paths = paths_after(&text, "crate");
+    assert_eq!(
+        crate_paths,
+        [vec!["a", "b", "C"], vec!["a", "b", "d"], vec!["e"]]
+    );
+    assert_eq!(paths_after(&text, "super"), [vec!["f", "G"]]);
+    assert_eq!(children(&text), ["h"]);
+    assert_eq!(paths_after(&text, "h"), [vec!["run"]]);
+    // A circle of three and a line beside it.
+    let m = |s: &str| vec![s.to_string()];
+    let mut edges = BTreeMap::new();
+    edges.insert(m("x"), BTreeSet::from([m("y")]));
+    edges.insert(m("y"), BTreeSet::from([m("z")]));
+    edges.insert(m("z"), BTreeSet::from([m("x"), m("w")]));
+    edges.insert(m("w"), BTreeSet::new());
+    assert_eq!(circles(&edges), [vec!["x", "y", "z"]]);
+}
