@@ -3,7 +3,7 @@
 //!
 //! [`Dispatch`] is the choice: an instruction set that was checked against this CPU when the value was made
 //! ([`Dispatch::detect`], or [`Dispatch::new`] for a forced one). Shinglers and kernels each hold one, so one
-//! `--isa` (or `LSHBENCH_ISA`) governs both. From a `Dispatch` come the tokens [`Avx512`] and [`Avx2`]: a token
+//! `--isa` governs both (and the reader's JSONL fast path and verification, which take the shingler's). From a `Dispatch` come the tokens [`Avx512`] and [`Avx2`]: a token
 //! exists only when its instruction set runs here, so a safe function that takes one may call
 //! `#[target_feature]` code on the strength of it. Code for an instruction set is either an `unsafe fn` or a
 //! safe `#[target_feature]` function, and is reached only through such a token.
@@ -27,7 +27,7 @@ impl Isa {
     /// Every instruction set, narrowest first.
     pub const ALL: [Isa; 4] = [Isa::Scalar, Isa::Portable, Isa::Avx2, Isa::Avx512];
 
-    /// The name `--isa` and `LSHBENCH_ISA` take.
+    /// The name `--isa` (and the CLI's `LSHBENCH_ISA`) takes.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
@@ -62,21 +62,13 @@ impl Isa {
         }
     }
 
-    /// The widest instruction set this CPU supports, capped by the `LSHBENCH_ISA` environment variable when
-    /// set (so CI can force each fallback path on one machine).
+    /// The widest instruction set this CPU supports. (The library reads no environment variable: the CLI
+    /// caps this by `LSHBENCH_ISA` and passes its choice.)
     pub fn detect() -> Isa {
-        let best = [Isa::Avx512, Isa::Avx2, Isa::Portable]
+        [Isa::Avx512, Isa::Avx2, Isa::Portable]
             .into_iter()
             .find(|isa| isa.supported())
-            .unwrap_or(Isa::Portable);
-        match std::env::var("LSHBENCH_ISA")
-            .ok()
-            .as_deref()
-            .and_then(Isa::parse)
-        {
-            Some(cap) if cap < best => cap,
-            _ => best,
-        }
+            .unwrap_or(Isa::Portable)
     }
 }
 
@@ -98,7 +90,7 @@ pub struct Dispatch {
 }
 
 impl Dispatch {
-    /// [`Isa::detect`]'s choice: the widest supported, capped by `LSHBENCH_ISA`. Decided once per process.
+    /// [`Isa::detect`]'s choice: the widest supported. Decided once per process.
     pub fn detect() -> Dispatch {
         static DETECTED: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
         Dispatch {
@@ -198,7 +190,7 @@ pub struct Avx512 {
 }
 
 impl Avx512 {
-    /// The token, if this CPU runs AVX-512 (ignores `LSHBENCH_ISA`: for tests that compare paths).
+    /// The token, if this CPU runs AVX-512, whatever a dispatch chose (for tests that compare paths).
     pub fn detect() -> Option<Avx512> {
         Isa::Avx512.supported().then_some(Avx512 { _checked: () })
     }
@@ -240,7 +232,7 @@ pub struct Avx2 {
 }
 
 impl Avx2 {
-    /// The token, if this CPU runs AVX2 (ignores `LSHBENCH_ISA`).
+    /// The token, if this CPU runs AVX2, whatever a dispatch chose.
     pub fn detect() -> Option<Avx2> {
         Isa::Avx2.supported().then_some(Avx2 { _checked: () })
     }

@@ -13,6 +13,8 @@ pub mod external;
 pub mod parquet;
 pub mod spill;
 pub mod state;
+#[cfg(feature = "arrow")]
+pub mod tables;
 
 use crate::corpus::{CorpusReader, ReadError, ReadStats};
 use crate::exact;
@@ -252,6 +254,33 @@ pub struct DedupOptions {
     pub outputs: DedupOutputs,
     /// Run out of core under this memory limit ([`external`]); `None`: everything in memory.
     pub memory_limit: Option<external::MemoryLimit>,
+    /// Machine-specific tuning the caller opts into (none by default; only the CLI sets it).
+    pub tuning: crate::exec::Tuning,
+}
+
+impl DedupOptions {
+    /// The knobs of banding, verification and grouping these options give for a kernel of `num_perm` slots of
+    /// `slot_bits` bits: the banding chosen (or the one asked for, checked against the threshold) and the bucket
+    /// cap checked. The one place a [`DedupConfig`] is made from options: the CLI's run, the out-of-core run and
+    /// the Python binding all come through it.
+    pub fn config(&self, num_perm: usize, slot_bits: u32) -> Result<DedupConfig, DedupError> {
+        let choice = choose_banding(self.bands, self.rows, self.threshold, num_perm, slot_bits)?;
+        if self.bucket_cap < 2 {
+            return Err(DedupError::BucketCap);
+        }
+        if self.bucket_cap > MAX_BUCKET_CAP {
+            return Err(DedupError::BucketCapTooLarge(self.bucket_cap));
+        }
+        Ok(DedupConfig {
+            choice,
+            verify: self.verify,
+            groups: self.groups,
+            bucket_cap: self.bucket_cap,
+            pair_budget: self.pair_budget,
+            seed: self.seed,
+            max_candidates: self.max_candidates,
+        })
+    }
 }
 
 impl Default for DedupOptions {
@@ -270,6 +299,7 @@ impl Default for DedupOptions {
             save: None,
             outputs: DedupOutputs::default(),
             memory_limit: None,
+            tuning: crate::exec::Tuning::default(),
         }
     }
 }
@@ -333,124 +363,6 @@ impl DedupOutcome {
     }
 }
 
-/// Verification-set memory faulted in on a background thread while the corpus is read ([`run`], exact
-/// verification, Linux).
-///
-/// The sets of a run take about 4.85 bytes of arrays per byte of text on mail with `char:5` (BENCHMARKING.md
-/// §11, fourteenth round), all of it fresh memory, which the kernel zeroes as it is first written: on the
-/// 2-core VMs this project is measured on, about a tenth of `dedup`'s CPU time, spent while both cores build
-/// sets. While the corpus is read, one core is partly idle (the read-ahead inflate and the parse bound that
-/// stage, not signing). This thread runs under `SCHED_IDLE`, so only on a core with nothing else to run, and
-/// faults in mappings of the [`exact::SetArena`] ahead, up to an estimate of what the sets will take: 4 bytes
-/// per byte of text read for character and byte shingles, 1 for word shingles, at most [`Prefault::CAP`] in
-/// all; a mapping is faulted in only once the estimate exceeds what is already faulted in by half a mapping,
-/// so a small corpus gets none. (On the mail corpus 4 and 5 bytes per byte both come to three mappings, and
-/// the idle time of reading does not zero all of them: the set-building threads still zero about twice what
-/// this thread does.) The sets take those mappings first. What they do not take is unmapped when the arena is
-/// closed, after the sets are built: the cost of a wrong estimate is idle CPU time and, until then, at most
-/// `CAP` of memory. The run does not wait for the thread: an idle-priority thread may not get a core for a
-/// while on a busy machine, and it stops by itself within 2 MB of work once it does.
-struct Prefault {
-    shared: std::sync::Arc<PrefaultShared>,
-    arena: std::sync::Arc<exact::SetArena>,
-}
-
-#[derive(Default)]
-struct PrefaultShared {
-    /// Bytes of text read so far.
-    text_bytes: std::sync::atomic::AtomicUsize,
-    /// Reading is over (no more `text_bytes`).
-    done: std::sync::atomic::AtomicBool,
-}
-
-impl Prefault {
-    /// The most memory faulted in ahead.
-    const CAP: usize = 256 << 20;
-
-    /// Starts the thread, or returns `None` where it would not run idle (not Linux) or cannot be started.
-    fn start(arena: &std::sync::Arc<exact::SetArena>, shingler: &Shingler) -> Option<Prefault> {
-        if !cfg!(target_os = "linux") {
-            return None;
-        }
-        use crate::shingle::ShingleKind;
-        let per_byte = match shingler.kind {
-            ShingleKind::Char(_) | ShingleKind::Byte(_) => 4,
-            ShingleKind::Word(_) | ShingleKind::StopWord(_) => 1,
-        };
-        let shared = std::sync::Arc::new(PrefaultShared::default());
-        let (thread_arena, thread_shared) = (arena.clone(), shared.clone());
-        std::thread::Builder::new()
-            .name("lshbench-prefault".into())
-            .spawn(move || {
-                use std::sync::atomic::Ordering;
-                if !idle_priority() {
-                    return;
-                }
-                let mut added = 0usize;
-                loop {
-                    let done = thread_shared.done.load(Ordering::Acquire);
-                    let target = thread_shared
-                        .text_bytes
-                        .load(Ordering::Relaxed)
-                        .saturating_mul(per_byte)
-                        .min(Prefault::CAP);
-                    if added + exact::REGION_BYTES / 2 > target {
-                        if done {
-                            return;
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(1));
-                        continue;
-                    }
-                    match thread_arena.prefault_one() {
-                        0 => return,
-                        bytes => added += bytes,
-                    }
-                }
-            })
-            .ok()?;
-        Some(Prefault {
-            shared,
-            arena: arena.clone(),
-        })
-    }
-
-    /// Counts `bytes` more bytes of text read.
-    fn read(&self, bytes: usize) {
-        self.shared
-            .text_bytes
-            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// No more text is coming: the thread stops once it has reached its estimate.
-    fn reading_done(&self) {
-        self.shared
-            .done
-            .store(true, std::sync::atomic::Ordering::Release);
-    }
-}
-
-impl Drop for Prefault {
-    /// Closes the arena (the spare mappings are unmapped) and tells the thread to stop, without waiting for it.
-    fn drop(&mut self) {
-        self.arena.close();
-        self.reading_done();
-    }
-}
-
-/// Puts the calling thread under `SCHED_IDLE` (Linux): it runs only when a core would otherwise be idle.
-/// Returns whether that worked.
-#[cfg(target_os = "linux")]
-fn idle_priority() -> bool {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for SCHED_IDLE (priority 0).
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn idle_priority() -> bool {
-    false
-}
-
 /// A finished [`run`]: the outcome, the reader's counts and the wall-clock time.
 pub struct DedupReport {
     /// What the run computed.
@@ -479,19 +391,7 @@ pub fn run(
     progress: &dyn Progress,
 ) -> Result<DedupReport, DedupError> {
     let t0 = Instant::now();
-    let choice = choose_banding(
-        options.bands,
-        options.rows,
-        options.threshold,
-        kernel.num_perm(),
-        kernel.slot_bits(),
-    )?;
-    if options.bucket_cap < 2 {
-        return Err(DedupError::BucketCap);
-    }
-    if options.bucket_cap > MAX_BUCKET_CAP {
-        return Err(DedupError::BucketCapTooLarge(options.bucket_cap));
-    }
+    let config = options.config(kernel.num_perm(), kernel.slot_bits())?;
     #[cfg(not(feature = "parquet"))]
     {
         let o = &options.outputs;
@@ -510,7 +410,7 @@ pub fn run(
         }
     }
     if let Some(limit) = &options.memory_limit {
-        return external::run(reader, shingler, kernel, options, limit, choice, progress);
+        return external::run(reader, shingler, kernel, options, limit, config, progress);
     }
     let params = StateParams::new(kernel, shingler, options.seed);
     let mut corpus = Corpus::default();
@@ -524,15 +424,9 @@ pub fn run(
     }
     let outputs = &options.outputs;
     let keep_text = options.verify == Verify::Exact || outputs.kept.is_some();
-    let arena = std::sync::Arc::new(exact::SetArena::new());
-    let prefault = (options.verify == Verify::Exact)
-        .then(|| Prefault::start(&arena, shingler))
-        .flatten();
+    let arena = exact::SetArena::tuned(&options.tuning);
     let read_result = crate::pipeline::sketch_corpus(reader, shingler, kernel, |batch| {
         progress.inc(batch.docs.len() as u64);
-        if let Some(p) = &prefault {
-            p.read(batch.docs.iter().map(|d| d.text.len()).sum());
-        }
         corpus.signatures.extend_from_slice(&batch.signatures);
         corpus.empty.extend_from_slice(&batch.empty);
         for doc in &mut batch.docs {
@@ -545,9 +439,6 @@ pub fn run(
         }
         Ok::<(), ReadError>(())
     });
-    if let Some(p) = &prefault {
-        p.reading_done();
-    }
     read_result?;
     let read = reader.stats().clone();
     let t_read = t0.elapsed().as_secs_f64();
@@ -562,15 +453,6 @@ pub fn run(
         )?;
     }
     let t_save = t0.elapsed().as_secs_f64();
-    let config = DedupConfig {
-        choice,
-        verify: options.verify,
-        groups: options.groups,
-        bucket_cap: options.bucket_cap,
-        pair_budget: options.pair_budget,
-        seed: options.seed,
-        max_candidates: options.max_candidates,
-    };
     progress.stage("banding, verifying, grouping");
     let outcome = dedup_signed_in(
         &mut corpus,
@@ -580,7 +462,6 @@ pub fn run(
         outputs.kept.is_some(),
         &arena,
     );
-    drop(prefault);
     let mut outcome = outcome?;
     outcome
         .stage_seconds
@@ -592,8 +473,26 @@ pub fn run(
     }
     progress.stage("writing");
     let t_write = Instant::now();
-    // The files are written at the same time (each is small, and formatting its rows is most of the cost);
-    // the first error, in this order, is the one reported. `None` stands for the kept corpus.
+    write_outputs(outputs, &outcome, &corpus.texts)?;
+    outcome
+        .stage_seconds
+        .push(("write", t_write.elapsed().as_secs_f64()));
+    Ok(DedupReport {
+        outcome,
+        read,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Writes the files `outputs` names, at the same time (each is small, and formatting its rows is most of the
+/// cost); the first error, in the order pairs, clusters, group report, kept corpus, is the one reported. `texts`
+/// are the documents' texts for the kept corpus (by position after the loaded ones).
+fn write_outputs(
+    outputs: &DedupOutputs,
+    outcome: &DedupOutcome,
+    texts: &[String],
+) -> Result<(), DedupError> {
+    // `None` stands for the kept corpus.
     let files = [
         (&outputs.pairs, Some(Table::Pairs)),
         (&outputs.clusters, Some(Table::Clusters)),
@@ -604,19 +503,11 @@ pub fn run(
         .par_iter()
         .filter_map(|(path, which)| Some((path.as_deref()?, *which)))
         .map(|(path, which)| match which {
-            Some(table) => write_table(path, table, &outcome),
-            None => write_file(path, |w| write_kept(w, &outcome, &corpus.texts)),
+            Some(table) => write_table(path, table, outcome),
+            None => write_file(path, |w| write_kept(w, outcome, texts)),
         })
         .collect();
-    written.into_iter().collect::<Result<(), _>>()?;
-    outcome
-        .stage_seconds
-        .push(("write", t_write.elapsed().as_secs_f64()));
-    Ok(DedupReport {
-        outcome,
-        read,
-        seconds: t0.elapsed().as_secs_f64(),
-    })
+    written.into_iter().collect()
 }
 
 /// The three table outputs of a run.
@@ -713,8 +604,7 @@ pub fn dedup_signed(
     dedup_signed_in(corpus, kernel, shingler, config, keep_texts, &arena)
 }
 
-/// [`dedup_signed`] with the verification sets' arrays taken from `arena`, which is closed
-/// ([`exact::SetArena::close`]) once the sets are built.
+/// [`dedup_signed`] with the verification sets' arrays taken from `arena`.
 fn dedup_signed_in(
     corpus: &mut Corpus,
     kernel: &dyn Kernel,
@@ -774,7 +664,6 @@ fn dedup_signed_in(
                 )
             })
             .collect();
-        arena.close();
         for (i, s) in built {
             sets[i as usize] = Some(s);
         }
@@ -794,7 +683,7 @@ fn dedup_signed_in(
                 // A loaded document has no text: its pairs fall back to the estimate (said in the pairs file).
                 _ => None,
             };
-            check_pair(config.verify, t, a, b, estimate, sets)
+            check_pair(config.verify, t, a, b, estimate, sets, shingler.dispatch())
         })
         .collect();
     stages.push(("verify", t_verify.elapsed().as_secs_f64()));
@@ -814,7 +703,7 @@ fn dedup_signed_in(
             return j;
         }
         match (&sets[a as usize], &sets[b as usize]) {
-            (Some(x), Some(y)) => x.jaccard(y),
+            (Some(x), Some(y)) => x.jaccard(y, shingler.dispatch()),
             _ => kernel.estimate(sig(a), sig(b)),
         }
     };
@@ -877,6 +766,7 @@ pub(crate) fn check_pair<S: exact::IdSet + ?Sized>(
     b: u32,
     estimate: impl FnOnce() -> f64,
     sets: Option<(&S, &S)>,
+    dispatch: crate::arch::Dispatch,
 ) -> Option<CheckedPair> {
     let jaccard = match sets {
         Some((x, y)) => {
@@ -885,7 +775,7 @@ pub(crate) fn check_pair<S: exact::IdSet + ?Sized>(
                 return None;
             }
             let need = exact::required_overlap(t, x.size(), y.size());
-            let inter = x.intersection_at_least(y, need)?;
+            let inter = x.intersection_at_least(y, need, dispatch)?;
             Some(exact::jaccard_from_counts(inter, x.size(), y.size()))
         }
         None => None,

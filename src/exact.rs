@@ -45,20 +45,25 @@ pub fn intersection_at_least<T: Ord + Copy>(a: &[T], b: &[T], need: usize) -> Op
     }
 }
 
-/// [`intersection_at_least`] for shingle-id sets, on AVX-512 or AVX2 when [`Dispatch::detect`] chose it: the same
+/// [`intersection_at_least`] for shingle-id sets, on AVX-512 or AVX2 when `dispatch` chose it: the same
 /// answer (`Some(|a n b|)` exactly when it reaches `need`), about four times faster on long sets. The scalar
 /// merge is a chain of dependent loads (each step's index comes from the previous compare); the vector merge
 /// compares a block of 8 ids of `a` with a block of 8 of `b` in 8 rotations and then advances the block
 /// whose last id is smaller (both when equal), so each common id is counted once, when its two blocks meet
 /// (Lemire, Boytsov and Kurz, "SIMD compression and the intersection of sorted integers", 2016).
-pub fn intersection_at_least_ids(a: &[u64], b: &[u64], need: usize) -> Option<usize> {
+pub fn intersection_at_least_ids(
+    a: &[u64],
+    b: &[u64],
+    need: usize,
+    dispatch: Dispatch,
+) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
-    if let Some(token) = Dispatch::detect().avx512() {
+    if let Some(token) = dispatch.avx512() {
         // SAFETY: the token proves AVX-512 F.
         return unsafe { intersection_at_least_avx512(token, a, b, need) };
     }
     #[cfg(target_arch = "x86_64")]
-    if let Some(token) = Dispatch::detect().avx2() {
+    if let Some(token) = dispatch.avx2() {
         // SAFETY: the token proves AVX2.
         return unsafe { intersection_at_least_avx2(token, a, b, need) };
     }
@@ -107,8 +112,8 @@ fn intersection_at_least_avx2(_: Avx2, a: &[u64], b: &[u64], need: usize) -> Opt
 }
 
 /// Exact Jaccard of two shingle-id sets through [`intersection_at_least_ids`] (equal to [`jaccard`]).
-pub fn jaccard_ids(a: &[u64], b: &[u64]) -> f64 {
-    let inter = intersection_at_least_ids(a, b, 0).expect("every count reaches 0");
+pub fn jaccard_ids(a: &[u64], b: &[u64], dispatch: Dispatch) -> f64 {
+    let inter = intersection_at_least_ids(a, b, 0, dispatch).expect("every count reaches 0");
     jaccard_from_counts(inter, a.len(), b.len())
 }
 
@@ -189,7 +194,7 @@ fn with_verification_ids<R>(shingler: &Shingler, text: &str, f: impl FnOnce(&[u6
     }
     IDS.with_borrow_mut(|ids| {
         shingler.hashes(text, ids);
-        let kept = crate::shingle::mixed_sort_dedup(ids);
+        let kept = crate::shingle::mixed_sort_dedup(ids, shingler.dispatch());
         f(&ids[..kept])
     })
 }
@@ -258,10 +263,9 @@ fn folded_word(bits: &[u64], blocks: usize, w: usize) -> u64 {
 
 /// popcount(`small` AND `large` folded to the size of `small`): bit j of the fold is the OR of `large`'s bits
 /// j, j + m, j + 2m, ... (m = `small`'s size in bits), which is bit `id mod m` of the larger set.
-fn shared_bits(small: &[u64], large: &[u64]) -> usize {
+fn shared_bits(small: &[u64], large: &[u64], d: Dispatch) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
-        let d = Dispatch::detect();
         if let Some(token) = d.avx512()
             && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
         {
@@ -312,7 +316,11 @@ fn shared_bits_generic(small: &[u64], large: &[u64]) -> usize {
 }
 
 /// The bitmap of `ids` (distinct) and its excess at each fold level, as [`SplitSet`] keeps them.
-fn presence(ids: &[u64], arena: Option<&SetArena>) -> (Slab<u64>, [u32; FOLDS]) {
+fn presence(
+    ids: &[u64],
+    arena: Option<&SetArena>,
+    dispatch: Dispatch,
+) -> (Slab<u64>, [u32; FOLDS]) {
     if ids.len() < BITMAP_MIN_IDS || u32::try_from(ids.len()).is_err() {
         return (Slab::default(), [u32::MAX; FOLDS]);
     }
@@ -323,7 +331,7 @@ fn presence(ids: &[u64], arena: Option<&SetArena>) -> (Slab<u64>, [u32; FOLDS]) 
     let bits = Slab::new_with(arena, m / 64, |bits| {
         #[cfg(target_arch = "x86_64")]
         {
-            if popcnt(Dispatch::detect()) {
+            if popcnt(dispatch) {
                 // SAFETY: `popcnt` detected the instruction.
                 excess = unsafe { presence_popcnt(ids, bits) };
                 return;
@@ -365,26 +373,20 @@ fn presence_generic(ids: &[u64], bits: &mut [u64]) -> [u32; FOLDS] {
 }
 
 /// Memory for the verification sets of one `dedup` run ([`SplitSet::from_sorted_in`]): large anonymous
-/// mappings, advised for transparent huge pages on Linux, from which each set takes its arrays in turn.
+/// mappings from which each set takes its arrays in turn.
 ///
-/// The sets of a run are tens of megabytes of arrays of a few kilobytes each, kept until the run ends. From
-/// the heap, every 4-KB page of them is a page fault, and on the virtual machines this was measured on
-/// faulting memory costs 0.4-0.8 ms per MB: about a tenth of `dedup`'s time on the mail corpus. In a mapping
-/// advised with `MADV_HUGEPAGE` the kernel faults in 2 MB at a time where it has huge pages free (where it
-/// does not, the pages are ordinary ones, as before). The arena never frees a set's arrays on their own: a
-/// mapping is unmapped when the last set in it is dropped. Where a mapping cannot be made, the arrays come
-/// from the heap.
-///
-/// [`SetArena::prefault_one`] lets a thread with nothing better to do fault mappings in ahead of the sets
-/// (the kernel zeroes each page when it is first written, which is most of what a fresh page costs), and
-/// [`SetArena::close`] ends that and unmaps what was not used.
+/// The sets of a run are tens of megabytes of arrays of a few kilobytes each, kept until the run ends. Taken
+/// from a few large mappings instead of the heap, they cost the allocator nothing per array and are freed in a
+/// few unmaps; `dedup` on the mail corpus is about 15% faster so. With [`crate::exec::Tuning::huge_pages`]
+/// (the CLI's), the mappings are advised with `MADV_HUGEPAGE`, and the kernel faults them in 2 MB at a time
+/// where it has huge pages free (where it does not, the pages are ordinary ones). The arena never frees a
+/// set's arrays on their own: a mapping is unmapped when the last set in it is dropped. Where a mapping cannot
+/// be made, the arrays come from the heap.
 #[derive(Debug, Default)]
 pub struct SetArena {
     tail: std::sync::Mutex<ArenaTail>,
-    /// Mappings already faulted in, taken before a new one is made.
-    spare: std::sync::Mutex<Vec<std::sync::Arc<Region>>>,
-    /// Set by [`SetArena::close`]: no more mappings are faulted in ahead.
-    closed: std::sync::atomic::AtomicBool,
+    /// Mappings are advised for transparent huge pages ([`crate::exec::Tuning::huge_pages`]).
+    huge_pages: bool,
 }
 
 /// The mapping sets are being taken from, and how many of its bytes are taken.
@@ -395,7 +397,7 @@ struct ArenaTail {
 }
 
 /// The bytes of one mapping sets are taken from; arrays of more than half of it get a mapping of their own.
-pub(crate) const REGION_BYTES: usize = 32 << 20;
+const REGION_BYTES: usize = 32 << 20;
 
 /// One anonymous mapping and the address of its first byte.
 #[derive(Debug)]
@@ -412,12 +414,14 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
-    fn new(len: usize) -> Option<Region> {
+    fn new(len: usize, huge_pages: bool) -> Option<Region> {
         let mut map = memmap2::MmapMut::map_anon(len).ok()?;
         // Advice only: a kernel without transparent huge pages (or with them off) refuses it, and the mapping
         // is used with ordinary pages.
         #[cfg(target_os = "linux")]
-        let _ = map.advise(memmap2::Advice::HugePage);
+        if huge_pages {
+            let _ = map.advise(memmap2::Advice::HugePage);
+        }
         let base = std::ptr::NonNull::new(map.as_mut_ptr())?;
         Some(Region {
             base,
@@ -514,6 +518,14 @@ impl SetArena {
         Self::default()
     }
 
+    /// [`SetArena::new`], its mappings advised for transparent huge pages when `tuning` asks for it.
+    pub fn tuned(tuning: &crate::exec::Tuning) -> Self {
+        SetArena {
+            huge_pages: tuning.huge_pages,
+            ..Self::default()
+        }
+    }
+
     /// `bytes` bytes (rounded up to 8), zero, aligned to 8 bytes and covered by no earlier call: from the
     /// current mapping, a new one, or `None` where no mapping can be made.
     fn take(&self, bytes: usize) -> Option<(std::sync::Arc<Region>, std::ptr::NonNull<u8>)> {
@@ -522,7 +534,7 @@ impl SetArena {
             return None;
         }
         if bytes > REGION_BYTES / 2 {
-            let region = std::sync::Arc::new(Region::new(bytes)?);
+            let region = std::sync::Arc::new(Region::new(bytes, self.huge_pages)?);
             let base = region.base;
             return Some((region, base));
         }
@@ -532,11 +544,10 @@ impl SetArena {
             .as_ref()
             .is_some_and(|r| tail.used + bytes <= r.len);
         if !fits {
-            let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            tail.region = Some(match spare {
-                Some(region) => region,
-                None => std::sync::Arc::new(Region::new(REGION_BYTES)?),
-            });
+            tail.region = Some(std::sync::Arc::new(Region::new(
+                REGION_BYTES,
+                self.huge_pages,
+            )?));
             tail.used = 0;
         }
         let region = tail.region.clone().expect("a region was just made");
@@ -545,58 +556,20 @@ impl SetArena {
         tail.used += bytes;
         Some((region, ptr))
     }
-
-    /// Makes one mapping, writes a zero byte to each of its pages (so the kernel allocates and zeroes them
-    /// now), and keeps it for the sets to come. Returns the bytes added: 0 once the arena is closed (checked
-    /// every 2 MB) or where no mapping can be made.
-    pub fn prefault_one(&self) -> usize {
-        use std::sync::atomic::Ordering;
-        if self.closed.load(Ordering::Relaxed) {
-            return 0;
-        }
-        let Some(region) = Region::new(REGION_BYTES) else {
-            return 0;
-        };
-        const PAGE: usize = 4096;
-        for chunk in (0..region.len).step_by(2 << 20) {
-            if self.closed.load(Ordering::Relaxed) {
-                return 0;
-            }
-            for off in (chunk..(chunk + (2 << 20)).min(region.len)).step_by(PAGE) {
-                // SAFETY: off < region.len, inside the mapping, which no set has been given yet (it is only
-                // shared once pushed below): this thread is the only one to touch it.
-                unsafe { region.base.add(off).write_volatile(0) };
-            }
-        }
-        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
-        if self.closed.load(Ordering::Relaxed) {
-            return 0;
-        }
-        spare.push(std::sync::Arc::new(region));
-        REGION_BYTES
-    }
-
-    /// Ends [`SetArena::prefault_one`]'s work and unmaps the faulted-in mappings no set has taken. Sets can
-    /// still be made in the arena afterwards (from fresh mappings).
-    pub fn close(&self) {
-        self.closed
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        self.spare.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    }
 }
 
 impl SplitSet {
     /// The set of `ids`, which must be sorted and deduplicated.
-    pub fn from_sorted(ids: &[u64]) -> Self {
-        Self::build(ids, None)
+    pub fn from_sorted(ids: &[u64], dispatch: Dispatch) -> Self {
+        Self::build(ids, None, dispatch)
     }
 
     /// [`from_sorted`](SplitSet::from_sorted) with the set's arrays taken from `arena`.
-    pub fn from_sorted_in(ids: &[u64], arena: &SetArena) -> Self {
-        Self::build(ids, Some(arena))
+    pub fn from_sorted_in(ids: &[u64], arena: &SetArena, dispatch: Dispatch) -> Self {
+        Self::build(ids, Some(arena), dispatch)
     }
 
-    fn build(ids: &[u64], arena: Option<&SetArena>) -> Self {
+    fn build(ids: &[u64], arena: Option<&SetArena>, dispatch: Dispatch) -> Self {
         debug_assert!(
             ids.windows(2).all(|w| w[0] < w[1]),
             "ids sorted and distinct"
@@ -610,7 +583,7 @@ impl SplitSet {
             }
         });
         let distinct_high = halves[..n].windows(2).all(|w| w[0] < w[1]);
-        let (bits, excess) = presence(ids, arena);
+        let (bits, excess) = presence(ids, arena, dispatch);
         SplitSet {
             halves,
             distinct_high,
@@ -644,21 +617,26 @@ impl SplitSet {
 
     /// The intersection size of the two sets, or `None` when it is below `need`: the same answer as
     /// [`intersection_at_least_ids`] on the whole ids.
-    pub fn intersection_at_least(&self, other: &SplitSet, need: usize) -> Option<usize> {
+    pub fn intersection_at_least(
+        &self,
+        other: &SplitSet,
+        need: usize,
+        dispatch: Dispatch,
+    ) -> Option<usize> {
         if need > 0
-            && let Some(bound) = self.bitmap_bound(other)
+            && let Some(bound) = self.bitmap_bound(other, dispatch)
         {
             if bound < need {
                 return None;
             }
-            return self.merge_at_least(other, need, false);
+            return self.merge_at_least(other, need, false, dispatch);
         }
-        self.merge_at_least(other, need, true)
+        self.merge_at_least(other, need, true, dispatch)
     }
 
     /// The bitmaps' upper bound on the intersection size ([`SplitSet`]), or `None` when either set has no
     /// bitmap or the two differ in size too much.
-    fn bitmap_bound(&self, other: &SplitSet) -> Option<usize> {
+    fn bitmap_bound(&self, other: &SplitSet, dispatch: Dispatch) -> Option<usize> {
         if self.bits.is_empty() || other.bits.is_empty() {
             return None;
         }
@@ -672,19 +650,25 @@ impl SplitSet {
             return None;
         }
         let excess = small.excess[0].min(large.excess[f]) as usize;
-        Some(shared_bits(&small.bits, &large.bits) + excess)
+        Some(shared_bits(&small.bits, &large.bits, dispatch) + excess)
     }
 
     /// The merges of [`intersection_at_least`](SplitSet::intersection_at_least): the high halves first when
     /// `high_first` (and `need` is above 0), then both halves.
-    fn merge_at_least(&self, other: &SplitSet, need: usize, high_first: bool) -> Option<usize> {
+    fn merge_at_least(
+        &self,
+        other: &SplitSet,
+        need: usize,
+        high_first: bool,
+        dispatch: Dispatch,
+    ) -> Option<usize> {
         let first_stage_need = if high_first { need } else { 0 };
         if !(self.distinct_high && other.distinct_high) {
-            return intersection_at_least_ids(&self.to_ids(), &other.to_ids(), need);
+            return intersection_at_least_ids(&self.to_ids(), &other.to_ids(), need, dispatch);
         }
         let (a, b) = (self.halves(), other.halves());
         #[cfg(target_arch = "x86_64")]
-        if let Some(token) = Dispatch::detect().avx512() {
+        if let Some(token) = dispatch.avx512() {
             if first_stage_need > 0 {
                 // SAFETY: the token proves AVX-512 F and POPCNT.
                 unsafe { split_at_least_avx512::<false>(token, a, b, need) }?;
@@ -693,7 +677,7 @@ impl SplitSet {
             return unsafe { split_at_least_avx512::<true>(token, a, b, need) };
         }
         #[cfg(target_arch = "x86_64")]
-        if let Some(token) = Dispatch::detect().avx2() {
+        if let Some(token) = dispatch.avx2() {
             if first_stage_need > 0 {
                 // SAFETY: the token proves AVX2.
                 unsafe { split_at_least_avx2::<false>(token, a, b, need) }?;
@@ -708,9 +692,9 @@ impl SplitSet {
     }
 
     /// Exact Jaccard of the two sets (equal to [`jaccard_ids`] on the whole ids).
-    pub fn jaccard(&self, other: &SplitSet) -> f64 {
+    pub fn jaccard(&self, other: &SplitSet, dispatch: Dispatch) -> f64 {
         let inter = self
-            .intersection_at_least(other, 0)
+            .intersection_at_least(other, 0, dispatch)
             .expect("every count reaches 0");
         jaccard_from_counts(inter, self.len(), other.len())
     }
@@ -720,16 +704,23 @@ impl SplitSet {
 pub trait IdSet {
     /// The number of ids.
     fn size(&self) -> usize;
-    /// The intersection size with `other`, or `None` when it is below `need`.
-    fn intersection_at_least(&self, other: &Self, need: usize) -> Option<usize>;
+    /// The intersection size with `other`, or `None` when it is below `need`, on the instruction set of
+    /// `dispatch`.
+    fn intersection_at_least(&self, other: &Self, need: usize, dispatch: Dispatch)
+    -> Option<usize>;
 }
 
 impl IdSet for [u64] {
     fn size(&self) -> usize {
         self.len()
     }
-    fn intersection_at_least(&self, other: &Self, need: usize) -> Option<usize> {
-        intersection_at_least_ids(self, other, need)
+    fn intersection_at_least(
+        &self,
+        other: &Self,
+        need: usize,
+        dispatch: Dispatch,
+    ) -> Option<usize> {
+        intersection_at_least_ids(self, other, need, dispatch)
     }
 }
 
@@ -737,8 +728,13 @@ impl IdSet for SplitSet {
     fn size(&self) -> usize {
         self.len()
     }
-    fn intersection_at_least(&self, other: &Self, need: usize) -> Option<usize> {
-        SplitSet::intersection_at_least(self, other, need)
+    fn intersection_at_least(
+        &self,
+        other: &Self,
+        need: usize,
+        dispatch: Dispatch,
+    ) -> Option<usize> {
+        SplitSet::intersection_at_least(self, other, need, dispatch)
     }
 }
 
@@ -885,12 +881,16 @@ fn split_at_least_avx2<const EXACT: bool>(
 
 /// [`verification_set`] as a [`SplitSet`], built without the intermediate vector of whole ids.
 pub fn verification_split_set(shingler: &Shingler, text: &str) -> SplitSet {
-    with_verification_ids(shingler, text, SplitSet::from_sorted)
+    with_verification_ids(shingler, text, |ids| {
+        SplitSet::from_sorted(ids, shingler.dispatch())
+    })
 }
 
 /// [`verification_split_set`] with the set's arrays taken from `arena`.
 pub fn verification_split_set_in(shingler: &Shingler, text: &str, arena: &SetArena) -> SplitSet {
-    with_verification_ids(shingler, text, |ids| SplitSet::from_sorted_in(ids, arena))
+    with_verification_ids(shingler, text, |ids| {
+        SplitSet::from_sorted_in(ids, arena, shingler.dispatch())
+    })
 }
 
 /// A pair found by the join: positions `a < b` in the input, and J.
@@ -1312,7 +1312,10 @@ mod tests {
                 x.len().max(y.len()),
             ] {
                 let want = intersection_at_least(&x, &y, need);
-                assert_eq!(intersection_at_least_ids(&x, &y, need), want);
+                assert_eq!(
+                    intersection_at_least_ids(&x, &y, need, Dispatch::detect()),
+                    want
+                );
                 #[cfg(target_arch = "x86_64")]
                 if let Some(token) = Avx512::detect() {
                     // SAFETY: the token proves AVX-512 F.
@@ -1326,7 +1329,7 @@ mod tests {
                     assert_eq!(got, want, "avx2: sizes {} {} need {need}", x.len(), y.len());
                 }
             }
-            assert_eq!(jaccard_ids(&x, &y), jaccard(&x, &y));
+            assert_eq!(jaccard_ids(&x, &y, Dispatch::detect()), jaccard(&x, &y));
         }
     }
 
@@ -1350,77 +1353,23 @@ mod tests {
         let arena = SetArena::new();
         let in_arena: Vec<SplitSet> = id_sets
             .par_iter()
-            .map(|ids| SplitSet::from_sorted_in(ids, &arena))
+            .map(|ids| SplitSet::from_sorted_in(ids, &arena, Dispatch::detect()))
             .collect();
         drop(arena);
         let mut mapped = 0;
         for (ids, set) in id_sets.iter().zip(&in_arena) {
-            let heap = SplitSet::from_sorted(ids);
+            let heap = SplitSet::from_sorted(ids, Dispatch::detect());
             assert_eq!(set, &heap, "{} ids", ids.len());
             assert_eq!(set.to_ids(), *ids);
             mapped += matches!(set.halves, Slab::Arena { .. }) as usize;
             if !ids.is_empty() {
-                let full = set.intersection_at_least(&heap, ids.len());
+                let full = set.intersection_at_least(&heap, ids.len(), Dispatch::detect());
                 assert_eq!(full, Some(ids.len()));
             }
         }
         // Every non-empty set came from a mapping (an empty array takes no memory, and a heap fallback
         // would make this test check nothing).
         assert_eq!(mapped, sizes.iter().filter(|&&n| n > 0).count());
-    }
-
-    /// Mappings faulted in ahead are what the sets take first, including while another one is being faulted
-    /// in; the sets equal heap-built ones; closing unmaps the rest and stops further prefaulting.
-    #[test]
-    fn prefaulted_mappings_are_taken_first_and_closing_ends_them() {
-        use rand_xoshiro::Xoshiro256PlusPlus;
-        use rand_xoshiro::rand_core::{Rng, SeedableRng};
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(35);
-        // About 48 MB of arrays (9 bytes per id and the bitmaps): more than one mapping, less than three.
-        let id_sets: Vec<Vec<u64>> = (0..200)
-            .map(|i| {
-                let mut v: Vec<u64> = (0..20_000 + 13 * i).map(|_| rng.next_u64()).collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            })
-            .collect();
-        let arena = SetArena::new();
-        assert_eq!(arena.prefault_one(), REGION_BYTES);
-        assert_eq!(arena.prefault_one(), REGION_BYTES);
-        let spare: Vec<usize> = arena
-            .spare
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|r| r.base.as_ptr() as usize)
-            .collect();
-        let sets: Vec<SplitSet> = std::thread::scope(|s| {
-            s.spawn(|| arena.prefault_one());
-            id_sets
-                .par_iter()
-                .map(|ids| SplitSet::from_sorted_in(ids, &arena))
-                .collect()
-        });
-        // The sets started in the prefaulted mappings (taken before any new one is made).
-        let in_spare = |p: usize| spare.iter().any(|&b| (b..b + REGION_BYTES).contains(&p));
-        let from_spare = sets
-            .iter()
-            .filter(|set| match &set.halves {
-                Slab::Arena { ptr, .. } => in_spare(ptr.as_ptr() as usize),
-                Slab::Heap(_) => false,
-            })
-            .count();
-        assert!(from_spare > 0, "no set took a prefaulted mapping");
-        for (ids, set) in id_sets.iter().zip(&sets) {
-            assert_eq!(set, &SplitSet::from_sorted(ids));
-        }
-        arena.close();
-        assert!(arena.spare.lock().unwrap().is_empty());
-        assert_eq!(arena.prefault_one(), 0);
-        // A closed arena still makes sets, from fresh mappings.
-        let late = SplitSet::from_sorted_in(&id_sets[0], &arena);
-        assert_eq!(late, SplitSet::from_sorted(&id_sets[0]));
     }
 
     #[test]
@@ -1457,7 +1406,10 @@ mod tests {
             let la = (round * 7) % 71 + if round % 5 == 0 { 2000 } else { 0 };
             let lb = (round * 13) % 67 + if round % 7 == 0 { 1500 } else { 0 };
             let (x, y) = (draw(la), draw(lb));
-            let (sx, sy) = (SplitSet::from_sorted(&x), SplitSet::from_sorted(&y));
+            let (sx, sy) = (
+                SplitSet::from_sorted(&x, Dispatch::detect()),
+                SplitSet::from_sorted(&y, Dispatch::detect()),
+            );
             assert_eq!((sx.to_ids(), sy.to_ids()), (x.clone(), y.clone()));
             assert_eq!(sx.len(), x.len());
             let distinct = sx.distinct_high && sy.distinct_high;
@@ -1479,7 +1431,7 @@ mod tests {
             ] {
                 let want = intersection_at_least(&x, &y, need);
                 assert_eq!(
-                    sx.intersection_at_least(&sy, need),
+                    sx.intersection_at_least(&sy, need, Dispatch::detect()),
                     want,
                     "kind {kind} need {need}"
                 );
@@ -1509,7 +1461,7 @@ mod tests {
                 }
             }
             assert!(high_count >= n);
-            assert_eq!(sx.jaccard(&sy), jaccard(&x, &y));
+            assert_eq!(sx.jaccard(&sy, Dispatch::detect()), jaccard(&x, &y));
         }
         // Both kinds of pair occurred.
         assert!(split_paths > 1000 && split_paths < 3000, "{split_paths}");
@@ -1548,10 +1500,13 @@ mod tests {
             let la = 1 + (round * 37) % 1300 * (1 + round % 2);
             let lb = 1 + (round * 53) % 900 * (1 + (round / 2) % 3);
             let (x, y) = (draw(la), draw(lb));
-            let (sx, sy) = (SplitSet::from_sorted(&x), SplitSet::from_sorted(&y));
+            let (sx, sy) = (
+                SplitSet::from_sorted(&x, Dispatch::detect()),
+                SplitSet::from_sorted(&y, Dispatch::detect()),
+            );
             let n = intersection_size(&x, &y);
-            let bound = sx.bitmap_bound(&sy);
-            assert_eq!(bound, sy.bitmap_bound(&sx));
+            let bound = sx.bitmap_bound(&sy, Dispatch::detect());
+            assert_eq!(bound, sy.bitmap_bound(&sx, Dispatch::detect()));
             if let Some(b) = bound {
                 assert!(
                     b >= n,
@@ -1565,7 +1520,7 @@ mod tests {
                     (&sy.bits, &sx.bits)
                 };
                 let generic = shared_bits_generic(small, large);
-                assert_eq!(shared_bits(small, large), generic);
+                assert_eq!(shared_bits(small, large, Dispatch::detect()), generic);
                 #[cfg(target_arch = "x86_64")]
                 if std::arch::is_x86_feature_detected!("popcnt") {
                     // SAFETY: POPCNT was detected just now.
@@ -1584,7 +1539,7 @@ mod tests {
             // The answer with the bitmap is the whole ids' answer, at and around the intersection.
             for need in [0, n.saturating_sub(1), n, n + 1, n / 2] {
                 assert_eq!(
-                    sx.intersection_at_least(&sy, need),
+                    sx.intersection_at_least(&sy, need, Dispatch::detect()),
                     intersection_at_least(&x, &y, need),
                     "round {round} need {need}"
                 );
@@ -1593,9 +1548,12 @@ mod tests {
         assert!(rejected > 100, "{rejected}");
         // A set against itself, every id in one bit: the bound is the excess alone.
         let same: Vec<u64> = (0..500u64).map(|i| (i << 20) | 0x5_a5a5).collect();
-        let s = SplitSet::from_sorted(&same);
-        assert_eq!(s.bitmap_bound(&s), Some(500));
-        assert_eq!(s.intersection_at_least(&s, 500), Some(500));
+        let s = SplitSet::from_sorted(&same, Dispatch::detect());
+        assert_eq!(s.bitmap_bound(&s, Dispatch::detect()), Some(500));
+        assert_eq!(
+            s.intersection_at_least(&s, 500, Dispatch::detect()),
+            Some(500)
+        );
     }
 
     #[test]

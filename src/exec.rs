@@ -26,22 +26,42 @@ pub fn with_threads<T: Send>(
     Ok(thread_pool(threads)?.install(f))
 }
 
-/// The CPU that a pipeline's helper threads (reading and writing, beside `signing` signing threads) are bound
-/// to, or `None` to leave them to the scheduler: see [`spare_cpu`] for the rule. `LSHBENCH_PIN=0` in the
-/// environment turns it off. Binding never changes a result, only where threads run.
-pub fn helper_cpu(signing: usize) -> Option<usize> {
-    if std::env::var_os("LSHBENCH_PIN").is_some_and(|v| v == "0") {
-        return None;
-    }
-    spare_cpu(&allowed_cpus()?, signing)
+/// Machine-specific placement and scheduling that a caller may opt into. The default is none of it, and it is
+/// what every library call does (the Python binding, `lshbench.spark`, another Rust program): no thread is
+/// bound, no channel polled, no scheduling class changed, no memory advised, no thread started beyond the
+/// call's pool and the call's own scoped reading and writing threads. Only the CLI fills it, from its flags
+/// and environment; each field was kept on a gain measured end to end (BENCHMARKING.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// `sketch`'s reading and writing threads go to the CPU left over beside the signing threads, when exactly
+    /// one is ([`spare_cpu`]), and poll their channels there before they sleep on them ([`send_polling`]).
+    pub bind_helpers: bool,
+    /// `dedup`'s verification sets' mappings are advised for transparent huge pages
+    /// ([`crate::exact::SetArena`]).
+    pub huge_pages: bool,
+    /// `sketch`'s output files replace existing ones by exchanging names with them (`renameat2` with
+    /// `RENAME_EXCHANGE`), sparing the flush that ext4 does in a rename over a file
+    /// ([`crate::output::AtomicFile::commit_exchanging`]).
+    pub exchange_rename: bool,
 }
 
-/// The rule of [`helper_cpu`], given the CPUs the calling thread may run on (ascending): when there are
+impl Tuning {
+    /// The CPU that a pipeline's helper threads (reading and writing, beside `signing` signing threads) are
+    /// bound to, or `None` to leave them to the scheduler (always, unless [`Tuning::bind_helpers`]). Binding
+    /// never changes a result, only where threads run.
+    pub fn helper_cpu(&self, signing: usize) -> Option<usize> {
+        if !self.bind_helpers {
+            return None;
+        }
+        spare_cpu(&allowed_cpus()?, signing)
+    }
+}
+
+/// The rule of [`Tuning::helper_cpu`], given the CPUs the calling thread may run on (ascending): when there are
 /// exactly `signing + 1` of them, the helpers must share a CPU with some thread, and sharing one with each
 /// other keeps them off the signing threads' CPUs, so the last CPU; otherwise `None` (with fewer CPUs there is
-/// none to spare; with more, the scheduler finds idle ones). On a 2-core machine with `--threads 1`, the
-/// scheduler otherwise often woke the reading thread on the signing thread's core: BENCHMARKING.md §11, 26th
-/// round.
+/// none to spare; with more, the scheduler finds idle ones). Left to itself, the scheduler often wakes the
+/// reading thread on the signing thread's core when there are just two.
 pub fn spare_cpu(allowed: &[usize], signing: usize) -> Option<usize> {
     if allowed.len() == signing + 1 {
         allowed.last().copied()
@@ -82,17 +102,16 @@ pub fn bind_current_thread(_cpu: usize) -> bool {
     false
 }
 
-/// How long a thread bound to the spare CPU ([`helper_cpu`]) polls a channel before it blocks on it: about
+/// How long a thread bound to the spare CPU ([`Tuning::helper_cpu`]) polls a channel before it blocks on it: about
 /// the longest a reading or writing thread waits for the signing thread on SpamAssassin (a batch signed every
 /// 0.2 ms, a group of four written every 0.9 ms).
 pub(crate) const POLL_FOR: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Sends `value` on `tx`, blocking while the channel is full. With `poll`, first tries again and again for up
 /// to [`POLL_FOR`], yielding the CPU between tries, and blocks only after that: a sender that is not asleep
-/// on the channel is one the receiver does not have to wake, and waking a thread on another CPU cost the
-/// signing thread about 3% of its time on the 2-core VM (a system call and an interprocessor interrupt per
-/// batch; BENCHMARKING.md §11, 27th round). Only for a thread with a CPU of its own to spin on (the helpers
-/// bound by [`helper_cpu`]); the outcome is the same either way.
+/// on the channel is one the receiver does not have to wake (waking a thread on another CPU is a system call
+/// and an interprocessor interrupt per batch). Only for a thread with a CPU of its own to spin on (the
+/// helpers bound through [`Tuning::bind_helpers`]); the outcome is the same either way.
 pub(crate) fn send_polling<T>(
     tx: &std::sync::mpsc::SyncSender<T>,
     value: T,

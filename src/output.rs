@@ -164,14 +164,18 @@ impl AtomicFile {
     }
 
     /// Flushes the file and renames it into place. Until this returns `Ok`, the final name is untouched.
-    ///
-    /// Over an existing regular file on Linux, the two names are exchanged (`renameat2` with
-    /// `RENAME_EXCHANGE`, atomic like a rename) and the previous file, now under the temporary name, is then
-    /// removed. A plain rename over an existing file makes ext4 (`auto_da_alloc`) allocate and submit the new
-    /// file's pages inside the rename, which an exchange does not: on a 3-MB `.npy` the rename took 3.0 ms
-    /// and the exchange 0.4 ms, with 1.5 ms more to remove the previous file (BENCHMARKING.md §11, 25th round).
-    /// Where the file system cannot exchange (or the file is gone), it is a plain rename.
     pub fn commit(self) -> Result<(), OutputError> {
+        self.commit_exchanging(false)
+    }
+
+    /// [`AtomicFile::commit`]; with `exchange`, over an existing regular file on Linux, the two names are
+    /// exchanged (`renameat2` with `RENAME_EXCHANGE`, atomic like a rename) and the previous file, now under the
+    /// temporary name, is then removed. A plain rename over an existing file makes ext4 (`auto_da_alloc`)
+    /// allocate and submit the new file's pages inside the rename, which an exchange does not: on a 3-MB `.npy`
+    /// the rename takes several times as long as the exchange and the removal together. Where the file system
+    /// cannot exchange (or the file is gone), it is a plain rename. The CLI's `sketch` asks for it
+    /// (`exec::Tuning::exchange_rename`).
+    pub fn commit_exchanging(self, exchange: bool) -> Result<(), OutputError> {
         let write_err = |cause| OutputError::Write {
             path: self.path.clone(),
             cause,
@@ -181,7 +185,7 @@ impl AtomicFile {
             Target::Temporary(w) => {
                 let temp = w.into_inner().map_err(|e| write_err(e.into_error()))?;
                 #[cfg(target_os = "linux")]
-                if exchanged(temp.path(), &self.destination) {
+                if exchange && exchanged(temp.path(), &self.destination) {
                     // The temporary name holds the previous file now; the new one is in place.
                     let moved = temp.path().to_path_buf();
                     return temp.close().map_err(|cause| {
@@ -194,6 +198,7 @@ impl AtomicFile {
                         ))
                     });
                 }
+                let _ = exchange;
                 temp.persist(&self.destination)
                     .map_err(|e| write_err(e.error))?;
                 Ok(())

@@ -107,9 +107,8 @@ const READ_BATCH_DOCS: usize = 256;
 /// With this, [`QUEUED_BATCHES`] and the gzip read-ahead's two 512-KB chunks, reading runs little ahead of
 /// signing. With few cores (where reading, decompressing and signing share them) a long lead let the producers
 /// take the cores while signing fell behind, and signing then ran alone at the end with the backlog; a short
-/// one also keeps the text in flight in cache. BENCHMARKING.md §11 (eighth round): from batches of 256 mails
-/// (about 0.9 MB), four queued, and 4 × 1 MB read ahead to 256 KB, two and 2 × 512 KB, the `.gz`
-/// `sketch --threads 1` went from 46.8 to 40.2 ms on a 2-core VM.
+/// one also keeps the text in flight in cache. Against batches of 256 mails (about 0.9 MB), four queued, and
+/// 4 × 1 MB read ahead, these sizes made the `.gz` `sketch --threads 1` about 15% faster on 2 cores.
 const READ_BATCH_BYTES: usize = 256 << 10;
 /// Batches read ahead of signing, at most.
 const QUEUED_BATCHES: usize = 2;
@@ -133,7 +132,7 @@ pub fn sketch_corpus<E: From<ReadError>>(
 }
 
 /// [`sketch_corpus`], with the reading thread bound to CPU `helper` when it is `Some` (a placement hint:
-/// [`crate::exec::helper_cpu`]), where it polls the full channel instead of sleeping on it
+/// [`crate::exec::Tuning::helper_cpu`]), where it polls the full channel instead of sleeping on it
 /// ([`crate::exec::send_polling`]).
 pub(crate) fn sketch_corpus_on<E: From<ReadError>>(
     reader: &mut CorpusReader,

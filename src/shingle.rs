@@ -279,7 +279,7 @@ impl Shingler {
     pub fn mixed_set(&self, text: &str) -> Vec<u64> {
         let mut ids = Vec::new();
         self.hashes(text, &mut ids);
-        mixed_set(&mut ids);
+        mixed_set(&mut ids, self.dispatch);
         ids
     }
 }
@@ -295,20 +295,20 @@ impl Shingler {
 /// their top bits after mixing would make that last pass quadratic, so it stops after a budget of moves and
 /// leaves the rest to `sort_unstable`: the worst case stays O(n log n). Compare such sets only with each
 /// other: they are not sorted window ids.
-pub fn mixed_set(ids: &mut Vec<u64>) {
-    *ids = mixed_set_of(ids);
+pub fn mixed_set(ids: &mut Vec<u64>, dispatch: Dispatch) {
+    *ids = mixed_set_of(ids, dispatch);
 }
 
 /// [`mixed_set`] of `ids` into a new vector of exactly its length, leaving `ids` (a buffer the caller reuses)
 /// holding the mixed ids in no particular order.
-pub fn mixed_set_of(ids: &mut [u64]) -> Vec<u64> {
-    let kept = mixed_sort_dedup(ids);
+pub fn mixed_set_of(ids: &mut [u64], dispatch: Dispatch) -> Vec<u64> {
+    let kept = mixed_sort_dedup(ids, dispatch);
     ids[..kept].to_vec()
 }
 
 /// [`mixed_set`] in place: the set is `ids[..n]` for the `n` returned, the rest of `ids` is left in no
-/// particular order.
-pub fn mixed_sort_dedup(ids: &mut [u64]) -> usize {
+/// particular order. `dispatch` decides the instruction set of the mixing (the result is the same on any).
+pub fn mixed_sort_dedup(ids: &mut [u64], dispatch: Dispatch) -> usize {
     // (Digit counts are u32: a set of 2^32 ids or more, which no document here reaches, sorts plainly.)
     if ids.len() < 128 || u32::try_from(ids.len()).is_err() {
         for x in ids.iter_mut() {
@@ -317,7 +317,7 @@ pub fn mixed_sort_dedup(ids: &mut [u64]) -> usize {
         ids.sort_unstable();
         return dedup_sorted(ids).len();
     }
-    let n = mix_drop_repeats(ids);
+    let n = mix_drop_repeats(ids, dispatch);
     let ids = &mut ids[..n];
     if n <= ONE_PASS_MAX_IDS {
         return one_pass_sort_dedup(ids);
@@ -429,11 +429,11 @@ const REPEAT_SLOTS: usize = 4096;
 /// Replaces every id by its [`mix64`], 8 at a time, and returns true, where the dispatch chose AVX-512 and the
 /// CPU is AMD's (Zen 4 and later run a 64-bit vector multiply as one µop); elsewhere leaves `ids` alone and
 /// returns false. On Intel's AVX-512 cores that multiply is three µops, and mixing this way made the set
-/// sort slower there (170 against 147 ms, BENCHMARKING.md §11, seventh round); on the Zen 4 VM it made
-/// `cargo bench --bench corpus -- 'set/mixed$'` 18% faster (twentieth round). Same bits either way.
-fn premix(ids: &mut [u64]) -> bool {
+/// sort slower there (170 against 147 ms); on Zen 4 it made `cargo bench --bench corpus -- 'set/mixed$'` 18%
+/// faster. Same bits either way.
+fn premix(ids: &mut [u64], dispatch: Dispatch) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(token) = crate::arch::Dispatch::detect().avx512() {
+    if let Some(token) = dispatch.avx512() {
         static AMD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         // `cpuid` leaf 0: the vendor string, "AuthenticAMD".
         let amd = *AMD.get_or_init(|| {
@@ -446,7 +446,7 @@ fn premix(ids: &mut [u64]) -> bool {
             return true;
         }
     }
-    let _ = ids;
+    let _ = (ids, dispatch);
     false
 }
 
@@ -480,17 +480,17 @@ fn mix_all_avx512(_: crate::arch::Avx512, ids: &mut [u64]) {
 /// removes them. On the mail corpus 58% of the windows are kept, against 51% distinct. The table starts
 /// each set holding in slot `j` the value `!j`, which no id in slot `j` can equal (their low bits differ),
 /// so nothing is carried over from one set to the next.
-fn mix_drop_repeats(ids: &mut [u64]) -> usize {
+fn mix_drop_repeats(ids: &mut [u64], dispatch: Dispatch) -> usize {
     let slots = ids.len().next_power_of_two().min(REPEAT_SLOTS);
     let slot_mask = slots - 1;
     SCRATCH.with_borrow_mut(|scratch| {
         let seen = scratch.seen(slots);
         let mut kept = 0;
         // Branch-free: every id is written at the next kept position, which advances only past those kept. (A
-        // vector form with gathers and scatters was slower on the Xeon this was measured on, and so was mixing
+        // vector form with gathers and scatters was slower on an Intel AVX-512 core, and so was mixing
         // 8 lanes at once with AVX-512 multiplies, which also slowed the radix passes after it.)
         // Where 64-bit vector multiplies are cheap, the ids are mixed 8 at a time first (the same bits).
-        let premixed = premix(ids);
+        let premixed = premix(ids, dispatch);
         for i in 0..ids.len() {
             let x = if premixed { ids[i] } else { mix64(ids[i]) };
             let slot = x as usize & slot_mask;
@@ -1092,7 +1092,7 @@ mod tests {
         for n in 0..40 {
             let ids: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
             let mut got = ids.clone();
-            if premix(&mut got) {
+            if premix(&mut got, Dispatch::detect()) {
                 assert_eq!(got, ids.iter().map(|&x| mix64(x)).collect::<Vec<_>>());
             } else {
                 assert_eq!(got, ids);
@@ -1107,7 +1107,7 @@ mod tests {
             want.sort_unstable();
             want.dedup();
             let mut got = ids;
-            mixed_set(&mut got);
+            mixed_set(&mut got, Dispatch::detect());
             assert_eq!(got, want, "{} ids", want.len());
         }
     }

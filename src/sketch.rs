@@ -10,7 +10,7 @@
 
 use crate::arch::Isa;
 use crate::corpus::{CorpusReader, Document, ReadError, ReadStats};
-use crate::exec::Progress;
+use crate::exec::{Progress, Tuning};
 use crate::kernel::Kernel;
 use crate::output::{AtomicFile, OutputError};
 use crate::pipeline::{SignedBatch, sketch_corpus_on};
@@ -156,6 +156,8 @@ pub struct SignatureWriter {
     path: PathBuf,
     num_perm: usize,
     sink: Sink,
+    /// Replace an existing file by exchanging names ([`AtomicFile::commit_exchanging`]).
+    exchange: bool,
 }
 
 fn csv_create(path: &Path) -> Result<CsvOut, SketchError> {
@@ -171,13 +173,13 @@ fn write_err(path: &Path) -> impl Fn(csv::Error) -> SketchError + '_ {
     }
 }
 
-/// Flushes a CSV writer and renames its file into place.
-fn csv_commit(w: CsvOut, path: &Path) -> Result<(), SketchError> {
+/// Flushes a CSV writer and renames its file into place (exchanging names with `exchange`).
+fn csv_commit(w: CsvOut, path: &Path, exchange: bool) -> Result<(), SketchError> {
     let file = w.into_inner().map_err(|e| OutputError::Write {
         path: path.to_path_buf(),
         cause: e.into_error(),
     })?;
-    Ok(file.commit()?)
+    Ok(file.commit_exchanging(exchange)?)
 }
 
 impl SignatureWriter {
@@ -249,7 +251,14 @@ impl SignatureWriter {
             path: path.to_path_buf(),
             num_perm,
             sink,
+            exchange: false,
         })
+    }
+
+    /// This writer with the file tuning `tuning` opts into ([`Tuning::exchange_rename`]).
+    pub fn tuned(mut self, tuning: &Tuning) -> SignatureWriter {
+        self.exchange = tuning.exchange_rename;
+        self
     }
 
     /// The signature file's path (for `.npy`, the array; the ids are at [`ids_path`]).
@@ -315,9 +324,9 @@ impl SignatureWriter {
     /// Flushes the CSV, or completes the `.npy` array (its header rewritten with the row count, or on a device
     /// or FIFO the whole array written) and its ids file; then renames the files into place, the ids first.
     pub fn finish(self) -> Result<(), SketchError> {
-        let (path, num_perm) = (self.path, self.num_perm);
+        let (path, num_perm, exchange) = (self.path, self.num_perm, self.exchange);
         match self.sink {
-            Sink::Csv(w) => csv_commit(w, &path),
+            Sink::Csv(w) => csv_commit(w, &path, exchange),
             Sink::Npy {
                 ids_path,
                 ids,
@@ -359,11 +368,11 @@ impl SignatureWriter {
                     }
                 };
                 // The ids first, then the array: a reader that finds the array finds its ids too.
-                csv_commit(ids, &ids_path)?;
-                Ok(out.commit()?)
+                csv_commit(ids, &ids_path, exchange)?;
+                Ok(out.commit_exchanging(exchange)?)
             }
             #[cfg(feature = "parquet")]
-            Sink::Parquet(sink) => Ok(sink.finish(&path)?),
+            Sink::Parquet(sink) => Ok(sink.finish(&path, exchange)?),
         }
     }
 }
@@ -422,7 +431,7 @@ impl SketchReport {
 /// Groups of signed batches queued for the writing thread of [`sketch`], at most.
 const WRITE_QUEUE: usize = 2;
 /// Signed batches per group sent to the writing thread: one wake-up of that thread per group rather than per
-/// batch (on a VM a wake-up is an interrupt between cores, a few microseconds of the signing thread's time).
+/// batch (a wake-up is an interrupt between cores, a few microseconds of the signing thread's time).
 const WRITE_GROUP: usize = 4;
 
 /// Why [`sketch`]'s signing stopped early.
@@ -478,27 +487,28 @@ fn detach(batch: &mut SignedBatch) -> SignedBatch {
 /// (2) groups of `WRITE_GROUP` (4) batches behind signing, so that the signing thread only signs; where reading
 /// also decodes (gzip, Parquet: its threads keep their cores busy), a third thread would take time from them,
 /// and the signing thread writes each batch itself. With a plain file and exactly one CPU beside the signing
-/// threads, the reading and writing threads are bound to that CPU ([`crate::exec::helper_cpu`];
-/// `LSHBENCH_PIN=0` leaves them to the scheduler), so that neither takes time from signing; bound, they poll
-/// their channels for up to 2 ms before sleeping on them, so that the signing thread seldom has a sleeping
-/// thread to wake (`exec::send_polling`). A failed write
-/// stops reading and signing and is the error returned. `progress` counts documents as they are signed.
+/// threads and [`Tuning::bind_helpers`], the reading and writing threads are bound to that CPU, so that
+/// neither takes time from signing, and poll their channels for up to 2 ms before
+/// sleeping on them, so that the signing thread seldom has a sleeping thread to wake. Both threads are scoped
+/// to the call: none is left running when it returns. A failed write stops reading and signing and is the error
+/// returned. `progress` counts documents as they are signed.
 pub fn sketch(
     reader: &mut CorpusReader,
     shingler: &Shingler,
     kernel: &dyn Kernel,
     output: SignatureWriter,
     progress: &dyn Progress,
+    tuning: &Tuning,
 ) -> Result<SketchReport, SketchError> {
     let started = Instant::now();
     let (mut documents, mut empty, mut bytes) = (0u64, 0u64, 0u64);
     let path = output.path.clone();
     // Reading and writing together take less than a core here: with one CPU to spare beside the signing
-    // threads, both go to it (exec::helper_cpu).
+    // threads, both may go to it (Tuning::helper_cpu).
     let helper = if reader.decodes() {
         None
     } else {
-        crate::exec::helper_cpu(rayon::current_num_threads())
+        tuning.helper_cpu(rayon::current_num_threads())
     };
     std::thread::scope(|scope| -> Result<(), SketchError> {
         let mut writing = if reader.decodes() {

@@ -166,9 +166,9 @@ proptest! {
         let clusters_csv = dir.path().join("clusters.csv");
         dedup::write_clusters(std::fs::File::create(&clusters_csv).unwrap(), &o).unwrap();
         let pairs_pq = dir.path().join("pairs.parquet");
-        write_parquet(&pairs_pq, &dedup::parquet::pairs_batch(&o));
+        write_parquet(&pairs_pq, &dedup::tables::pairs_batch(&o));
         let clusters_pq = dir.path().join("clusters.parquet");
-        write_parquet(&clusters_pq, &dedup::parquet::clusters_batch(&o));
+        write_parquet(&clusters_pq, &dedup::tables::clusters_batch(&o));
         for (path, format) in [(&pairs_csv, InputFormat::Csv), (&pairs_pq, InputFormat::Parquet)] {
             let got: Vec<(String, String)> = read_all(path, &csv_columns(format, "id_a", "id_b"))
                 .into_iter().map(|d| (d.id, d.text)).collect();

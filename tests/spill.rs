@@ -275,8 +275,8 @@ fn a_limit_below_the_resident_part_is_refused_and_leaves_no_spill_files() {
         msg.contains("--memory-limit 1.00 MiB") && msg.contains("starting the run"),
         "{msg}"
     );
-    // Just above the fixed part (cap 2: no bucket reserve): refused while reading, once the ids add up.
-    let base = lshbench::dedup::external::BASE_BYTES;
+    // Just above the fixed part of a run on 2 threads: refused while reading, once the ids add up.
+    let base = lshbench::dedup::external::base_bytes(2);
     let err = run(
         &spamassassin(),
         "char:5",

@@ -83,9 +83,10 @@ fn kernel_help() -> String {
 }
 
 impl KernelArgs {
-    /// `None` for `auto`.
+    /// The one instruction-set decision of a command: `--isa`, or for `auto` [`auto_isa`]. Every component
+    /// (the reader's JSONL fast path, the shingler, the kernel, verification) takes it from here.
     pub fn isa(&self) -> Option<Isa> {
-        Isa::parse(&self.isa)
+        Some(Isa::parse(&self.isa).unwrap_or_else(auto_isa))
     }
 
     /// The kernel parameters these flags give.
@@ -137,7 +138,7 @@ impl ShingleArgs {
     }
 
     /// The shingler, its hash seeded with `seed` (the kernel's `--seed`), on the instruction set `isa` (`None`:
-    /// the widest this CPU supports, capped by LSHBENCH_ISA).
+    /// the widest this CPU supports).
     pub fn shingler(
         &self,
         seed: u64,
@@ -195,11 +196,43 @@ impl ReaderArgs {
             on_error: self.on_error,
             strict_utf8: self.strict,
             max_record_bytes: self.max_record_bytes,
+            ..ReaderOptions::default()
         }
     }
 
-    /// Opens the reader these flags describe.
-    pub fn open(&self) -> Result<CorpusReader, ReadError> {
-        CorpusReader::open(&self.input, &self.options())
+    /// Opens the reader these flags describe, its JSONL fast path on the instruction set of `dispatch` (the
+    /// command's one choice, the shingler's).
+    pub fn open(&self, dispatch: crate::arch::Dispatch) -> Result<CorpusReader, ReadError> {
+        let options = ReaderOptions {
+            dispatch,
+            ..self.options()
+        };
+        CorpusReader::open(&self.input, &options)
+    }
+}
+
+/// The machine-specific tuning the CLI opts into for `sketch` and `dedup` ([`crate::exec::Tuning`]): all of
+/// it, but the binding of `sketch`'s reading and writing threads when `LSHBENCH_PIN=0` is set. Library callers
+/// get none of it.
+pub fn tuning() -> crate::exec::Tuning {
+    crate::exec::Tuning {
+        bind_helpers: std::env::var_os("LSHBENCH_PIN").is_none_or(|v| v != "0"),
+        huge_pages: true,
+        exchange_rename: true,
+    }
+}
+
+/// What `--isa auto` means: the widest instruction set this CPU runs, capped by the `LSHBENCH_ISA` environment
+/// variable when it names one (so CI can force each fallback path on one machine). The CLI alone reads the
+/// variable; the library takes the choice as a value.
+pub fn auto_isa() -> Isa {
+    let best = Isa::detect();
+    match std::env::var("LSHBENCH_ISA")
+        .ok()
+        .as_deref()
+        .and_then(Isa::parse)
+    {
+        Some(cap) if cap < best => cap,
+        _ => best,
     }
 }

@@ -118,6 +118,7 @@ impl DedupArgs {
                 tmp_dir: self.tmp_dir.clone(),
                 run_records: self.spill_run_records,
             }),
+            tuning: crate::cli::args::tuning(),
         }
     }
 }
@@ -152,7 +153,7 @@ pub fn run(args: &DedupArgs) -> anyhow::Result<()> {
     let pool = crate::exec::thread_pool(args.threads)?;
     let kernel = args.kernel.build_bits(args.bits)?;
     let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
-    let mut reader = args.reader.open()?;
+    let mut reader = args.reader.open(shingler.dispatch())?;
     let bar = Bar::new("reading and signing");
     let report = pool.install(|| {
         dedup::run(

@@ -38,8 +38,10 @@ fn run_on_pool(args: &ExactArgs) -> anyhow::Result<()> {
         &[("--output", Some(&args.output))],
     )?;
     let t0 = std::time::Instant::now();
-    let shingler = args.shingle.shingler(args.seed, None)?;
-    let mut corpus = args.reader.open()?;
+    let shingler = args
+        .shingle
+        .shingler(args.seed, Some(super::args::auto_isa()))?;
+    let mut corpus = args.reader.open(shingler.dispatch())?;
     let bar = super::term::Bar::new("shingling");
     let joined = exact::join_corpus(&mut corpus, &shingler, t, &bar);
     bar.finish();

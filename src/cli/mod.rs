@@ -76,15 +76,16 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn info() -> anyhow::Result<()> {
-    use crate::kernel::{self, Isa, KernelParams};
+    use crate::kernel::{self, KernelParams};
     println!("machine: {}", crate::machine::describe());
-    println!("detected ISA: {}", Isa::detect());
+    let isa = args::auto_isa();
+    println!("detected ISA: {isa}");
     println!("kernels:");
     for spec in kernel::KERNELS {
         let params = KernelParams {
             num_perm: 128,
             seed: 42,
-            isa: None,
+            isa: Some(isa),
         };
         match kernel::build_spec(spec, &params) {
             Ok(k) => println!(

@@ -47,11 +47,21 @@ pub fn run(args: &SketchArgs) -> anyhow::Result<()> {
     let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
     let kernel = args.kernel.build_bits(args.bits)?;
     let pool = crate::exec::thread_pool(args.threads)?;
-    let mut reader = args.reader.open()?;
-    let output = SignatureWriter::create_bits(&args.output, kernel.num_perm(), args.bits)?;
+    let mut reader = args.reader.open(shingler.dispatch())?;
+    let tuning = crate::cli::args::tuning();
+    let output =
+        SignatureWriter::create_bits(&args.output, kernel.num_perm(), args.bits)?.tuned(&tuning);
     let bar = Bar::new("sketching");
-    let report = pool
-        .install(|| crate::sketch::sketch(&mut reader, &shingler, kernel.as_ref(), output, &bar))?;
+    let report = pool.install(|| {
+        crate::sketch::sketch(
+            &mut reader,
+            &shingler,
+            kernel.as_ref(),
+            output,
+            &bar,
+            &tuning,
+        )
+    })?;
     bar.finish();
     eprint!("{}", report.summary());
     Ok(())

@@ -654,12 +654,7 @@ fn line_record(
 /// answers only where serde_json would answer the same).
 fn parse_json(bytes: &[u8], line: u64, options: &ReaderOptions) -> Result<Parsed, Bad> {
     let id_field = options.id_field.as_deref().unwrap_or("id");
-    match super::jsonl::parse_fast(
-        bytes,
-        id_field,
-        &options.text_field,
-        crate::arch::Dispatch::detect(),
-    ) {
+    match super::jsonl::parse_fast(bytes, id_field, &options.text_field, options.dispatch) {
         Some((id, text)) => Ok(Parsed {
             id,
             text,

@@ -69,6 +69,9 @@ pub struct ReaderOptions {
     /// The longest record (a line, a CSV row, a file of a directory), in bytes after decompression: a longer
     /// one stops the run, so a gzip bomb or a file without newlines cannot exhaust memory.
     pub max_record_bytes: u64,
+    /// The instruction set of the JSONL fast path (the CLI passes its `--isa`; by default the widest this CPU
+    /// runs). Same documents on any.
+    pub dispatch: crate::arch::Dispatch,
 }
 
 /// The default [`ReaderOptions::max_record_bytes`]: 1 GiB.
@@ -85,6 +88,7 @@ impl Default for ReaderOptions {
             on_error: OnError::Fail,
             strict_utf8: false,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            dispatch: crate::arch::Dispatch::detect(),
         }
     }
 }

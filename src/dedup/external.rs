@@ -19,22 +19,23 @@
 //! independent 64-bit hashes of them (xxh3 under two seeds), so the two runs differ only if two different slot
 //! vectors collide in 128 bits.
 //!
-//! Memory: what stays resident is estimated before each phase from the document count and the configuration,
-//! and a run whose resident part cannot fit stops with [`OutOfCoreError::TooSmall`] before allocating it; the
-//! estimate's fixed part ([`BASE_BYTES`]) covers the binary, the thread stacks, the read batches and the
-//! allocator's slack, and was checked against `/usr/bin/time -v` (BENCHMARKING.md, "Out of core").
+//! Memory: what stays resident is estimated before each phase from the document count, the thread count and
+//! the configuration, and a run whose resident part cannot fit stops with [`OutOfCoreError::TooSmall`] before
+//! allocating it. The estimate's fixed part ([`base_bytes`]) covers the binary, the workers and the read
+//! batches; a bucket's pairs are counted when a bucket that large is met, not for the largest the bucket cap
+//! allows. Peak resident memory is checked against the limit by `tests/spill.rs`.
 
 use super::spill::{RecordFile, RecordWriter, SeqFile, Sorter, SpillDir, SpillError};
 use super::{
-    BandingChoice, CheckedPair, DedupConfig, DedupError, DedupOptions, DedupOutcome, DedupReport,
-    Table, Verify, band_hasher, check_pair, group_verified, write_table,
+    CheckedPair, DedupConfig, DedupError, DedupOptions, DedupOutcome, DedupReport, Verify,
+    band_hasher, check_pair, group_verified, write_outputs,
 };
 use crate::corpus::{CorpusReader, Document};
 use crate::exact;
 use crate::exec::Progress;
 use crate::kernel::Kernel;
-use crate::lsh::cluster::{self, GroupStats};
-use crate::lsh::index::{CandidateStats, TooManyCandidates, emit_group};
+use crate::lsh::cluster::{self, Group, GroupStats};
+use crate::lsh::index::{BandHasher, CandidateStats, TooManyCandidates, emit_group};
 use crate::shingle::Shingler;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -156,9 +157,21 @@ impl From<SpillError> for DedupError {
     }
 }
 
-/// The fixed part of the estimate: executable and libraries, thread stacks, two read batches in flight (the
-/// reader's `BATCH_BYTES` bounds each), I/O buffers and the allocator's slack.
-pub const BASE_BYTES: u64 = 160 << 20;
+/// The fixed part of every estimate for a run on `threads` workers: the executable, its libraries and the
+/// allocator's own structures ([`FIXED_BYTES`]), each worker's stack, scratch buffers and allocator arena
+/// ([`PER_THREAD_BYTES`]), and the read pipeline's text in flight (a few 256-KB batches and the gzip
+/// read-ahead's two 512-KB chunks, [`READ_BYTES`]). A run on a corpus of a few hundred documents peaks at
+/// about 8 MB on 1 or 2 threads; these round it up.
+pub fn base_bytes(threads: u64) -> u64 {
+    FIXED_BYTES + threads * PER_THREAD_BYTES + READ_BYTES
+}
+
+/// See [`base_bytes`].
+pub const FIXED_BYTES: u64 = 16 << 20;
+/// See [`base_bytes`].
+pub const PER_THREAD_BYTES: u64 = 4 << 20;
+/// See [`base_bytes`].
+pub const READ_BYTES: u64 = 3 << 20;
 
 /// Bytes glibc's malloc uses for an allocation of `len` bytes (16-byte chunks with an 8-byte header, 32 at
 /// least; nothing for an empty string).
@@ -167,30 +180,6 @@ fn heap_bytes(len: usize) -> u64 {
         0
     } else {
         ((len as u64 + 8).div_ceil(16) * 16).max(32)
-    }
-}
-
-/// The resident-memory estimate and the limit it is checked against.
-struct Budget {
-    limit: u64,
-}
-
-impl Budget {
-    fn check(
-        &self,
-        need: u64,
-        what: &'static str,
-        detail: impl FnOnce() -> String,
-    ) -> Result<(), OutOfCoreError> {
-        if need > self.limit {
-            return Err(OutOfCoreError::TooSmall {
-                limit: self.limit,
-                need,
-                what,
-                detail: detail(),
-            });
-        }
-        Ok(())
     }
 }
 
@@ -203,8 +192,10 @@ enum Column {
 
 const CHUNK: usize = 1 << 16;
 
-/// Per-document state of the first pass.
+/// Per-document state of the first pass, and the band columns it filled.
+#[derive(Default)]
 struct FirstPass {
+    columns: Vec<Column>,
     ids: Vec<String>,
     id_heap: u64,
     empty: Vec<bool>,
@@ -213,6 +204,11 @@ struct FirstPass {
 }
 
 impl FirstPass {
+    /// Resident bytes of the ids.
+    fn ids_bytes(&self) -> u64 {
+        self.id_heap + self.ids.capacity() as u64 * 24
+    }
+
     /// Resident bytes of this state (capacities, so a pending doubling is counted when it happens).
     fn resident(&self) -> u64 {
         self.id_heap
@@ -232,394 +228,141 @@ fn hash_slots(slots: &[u32], seed: u64) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, seed)
 }
 
-/// The out-of-core [`super::run`] (called from it when `options.memory_limit` is set, after the checks the two
-/// runs share).
+/// What every stage of a run needs to know: the limit, the banding and its hashes, and the sizes that the
+/// memory estimates are made of.
+struct Plan<'a> {
+    limit: &'a MemoryLimit,
+    config: &'a DedupConfig,
+    /// Worker threads (each may hold a band, a bucket's pairs or a batch's records at once).
+    threads: u64,
+    /// Slots per signature.
+    k: usize,
+    hasher: BandHasher,
+    /// The seeds of the two independent hashes of a document's banded slots (its class key).
+    seed_full: u64,
+    seed_check: u64,
+    /// The fixed part of every estimate ([`base_bytes`]).
+    base: u64,
+}
+
+/// Resident bytes per document after the first pass and during banding, besides the id: the empty flag and
+/// class hashes (17), the class tables (12) and the sort of the class keys (16).
+const PER_DOC_BANDING: u64 = 17 + 12 + 16;
+
+impl Plan<'_> {
+    /// Stops the run with [`OutOfCoreError::TooSmall`] when `need` bytes do not fit under the limit.
+    fn check(
+        &self,
+        need: u64,
+        what: &'static str,
+        detail: impl FnOnce() -> String,
+    ) -> Result<(), DedupError> {
+        if need > self.limit.bytes {
+            return Err(DedupError::OutOfCore(OutOfCoreError::TooSmall {
+                limit: self.limit.bytes,
+                need,
+                what,
+                detail: detail(),
+            }));
+        }
+        Ok(())
+    }
+
+    /// Bytes a band in flight holds for `n` documents' `(key, class)` records, over all workers.
+    fn band_work(&self, n: u64) -> u64 {
+        n * 16 * self.threads
+    }
+
+    /// Checks that enumerating a bucket of `size` documents (all its pairs up to the cap, a star above it) fits
+    /// beside `resident`, on every worker at once: the pairs are in memory together until they are sorted.
+    fn check_bucket(&self, resident: u64, size: usize) -> Result<(), DedupError> {
+        let cap = self.config.bucket_cap;
+        let pairs = if size <= cap {
+            size as u64 * (size as u64).saturating_sub(1) / 2
+        } else {
+            size as u64
+        };
+        // 8 bytes a pair, twice for the buffer's growth.
+        let burst = pairs * 16 * self.threads;
+        self.check(resident + burst, "enumerating a bucket", || {
+            format!(
+                "a bucket of {size} documents: {} for {} workers' pairs at --bucket-cap {cap}, beside {} resident",
+                format_size(burst),
+                self.threads,
+                format_size(resident)
+            )
+        })
+    }
+}
+
+/// The out-of-core [`super::run`] (called from it when `options.memory_limit` is set, with the configuration
+/// the two runs share), stage by stage: sign and spill the band keys ([`first_pass`]), find the classes of
+/// identical banded slots ([`find_classes`]), band them into candidate pairs ([`band_candidates`]), reread the
+/// candidates ([`second_pass`]), verify ([`verify_candidates`]), group ([`group_candidates`]) and write.
 pub(super) fn run(
     reader: &mut CorpusReader,
     shingler: &Shingler,
     kernel: &dyn Kernel,
     options: &DedupOptions,
     limit: &MemoryLimit,
-    choice: BandingChoice,
+    config: DedupConfig,
     progress: &dyn Progress,
 ) -> Result<DedupReport, DedupError> {
     let t0 = Instant::now();
-    let unsupported = |what| Err(DedupError::OutOfCore(OutOfCoreError::Unsupported(what)));
-    if options.load.is_some() {
-        return unsupported("--load");
-    }
-    if options.save.is_some() {
-        return unsupported("--save");
-    }
-    if options.outputs.kept.is_some() {
-        return unsupported("--kept");
-    }
-    let budget = Budget { limit: limit.bytes };
+    refuse_unsupported(options)?;
     let threads = rayon::current_num_threads() as u64;
-    let cap = options.bucket_cap.max(2);
-    // A bucket at the cap is enumerated in one piece: its pairs are in memory at once, per worker.
-    let burst = (cap as u64 * (cap as u64 - 1) / 2) * 8 * threads;
-    budget.check(BASE_BYTES + burst, "starting the run", || {
+    let hasher = band_hasher(config.choice.banding, config.seed);
+    let plan = Plan {
+        limit,
+        config: &config,
+        threads,
+        k: kernel.num_perm(),
+        seed_full: hasher.seed ^ 0x9e37_79b9_7f4a_7c15,
+        seed_check: hasher.seed ^ 0x2545_f491_4f6c_dd1d,
+        hasher,
+        base: base_bytes(threads),
+    };
+    plan.check(plan.base, "starting the run", || {
         format!(
-            "{} fixed, {} for {threads} workers each enumerating a bucket of --bucket-cap {cap} documents",
-            format_size(BASE_BYTES),
-            format_size(burst)
+            "the executable, {threads} workers' stacks and buffers and the read batches in flight"
         )
     })?;
     let dir = SpillDir::new(limit.tmp_dir.as_deref())?;
-    let config = DedupConfig {
-        choice,
-        verify: options.verify,
-        groups: options.groups,
-        bucket_cap: options.bucket_cap,
-        pair_budget: options.pair_budget,
-        seed: options.seed,
-        max_candidates: options.max_candidates,
-    };
-    let k = kernel.num_perm();
-    let banding = choice.banding;
-    let bands = banding.bands;
-    let used = banding.hashes();
-    let hasher = band_hasher(banding, options.seed);
-    let seed_full = hasher.seed ^ 0x9e37_79b9_7f4a_7c15;
-    let seed_check = hasher.seed ^ 0x2545_f491_4f6c_dd1d;
-    // Resident per document after pass 1 and during banding, besides the id: the empty flag and class hashes
-    // (17), the class tables (12) and the sort of the class keys (16).
-    let per_doc_banding = 17 + 12 + 16;
-    // A band in flight holds its (key, class) records: 16 bytes each, per worker.
-    let band_work = |n: u64| n * 16 * threads;
 
-    // Pass 1: read, shingle, sign; keep the class hashes; band keys to columns.
-    let mut first = FirstPass {
-        ids: Vec::new(),
-        id_heap: 0,
-        empty: Vec::new(),
-        full: Vec::new(),
-    };
-    let mut columns: Vec<Column> = (0..bands).map(|_| Column::Memory(Vec::new())).collect();
-    let mut writers: Option<Vec<super::spill::SeqWriter<'_, u64>>> = None;
-    let mut keys_batch: Vec<u64> = Vec::new();
-    crate::pipeline::sketch_corpus(reader, shingler, kernel, |batch| {
-        progress.inc(batch.docs.len() as u64);
-        let m = batch.docs.len();
-        keys_batch.clear();
-        keys_batch.resize(m * bands, 0);
-        let mut full = vec![(0u64, 0u64); m];
-        keys_batch
-            .par_chunks_mut(bands)
-            .zip(full.par_iter_mut())
-            .enumerate()
-            .for_each(|(i, (keys, f))| {
-                if batch.empty[i] {
-                    return;
-                }
-                let sig = batch.signature(i, k);
-                *f = (
-                    hash_slots(&sig[..used], seed_full),
-                    hash_slots(&sig[..used], seed_check),
-                );
-                for (band, key) in keys.iter_mut().enumerate() {
-                    *key = hasher.key(band, sig);
-                }
-            });
-        first.full.extend_from_slice(&full);
-        first.empty.extend_from_slice(&batch.empty);
-        for doc in &mut batch.docs {
-            first.id_heap += heap_bytes(doc.id.capacity());
-            first.ids.push(std::mem::take(&mut doc.id));
-        }
-        let n = first.ids.len() as u64;
-        let resident = BASE_BYTES + burst + first.resident();
-        budget
-            .check(resident, "reading the corpus", || {
-                format!(
-                    "{n} documents so far: their ids and 17 bytes each of flags and class hashes, plus {} fixed",
-                    format_size(BASE_BYTES + burst)
-                )
-            })
-            .map_err(DedupError::OutOfCore)?;
-        if writers.is_none() {
-            let in_memory = n * bands as u64 * 8;
-            let later = n * per_doc_banding + band_work(n);
-            if resident + in_memory + later > limit.bytes || limit.run_records.is_some() {
-                // Move the columns to disk and write every later key there.
-                let mut ws = Vec::with_capacity(bands);
-                for c in columns.iter_mut() {
-                    let mut w = dir.writer::<u64>("band-keys")?;
-                    if let Column::Memory(chunks) = c {
-                        for chunk in chunks.drain(..) {
-                            for key in chunk {
-                                w.push(&key)?;
-                            }
-                        }
-                    }
-                    ws.push(w);
-                }
-                writers = Some(ws);
-            }
-        }
-        match &mut writers {
-            Some(ws) => {
-                for row in keys_batch.chunks(bands) {
-                    for (w, key) in ws.iter_mut().zip(row) {
-                        w.push(key)?;
-                    }
-                }
-            }
-            None => {
-                for (band, c) in columns.iter_mut().enumerate() {
-                    let Column::Memory(chunks) = c else {
-                        unreachable!("columns are in memory until the writers exist")
-                    };
-                    for row in keys_batch.chunks(bands) {
-                        if chunks.last().is_none_or(|c| c.len() == CHUNK) {
-                            chunks.push(Vec::with_capacity(CHUNK));
-                        }
-                        chunks.last_mut().expect("pushed").push(row[band]);
-                    }
-                }
-            }
-        }
-        Ok::<(), DedupError>(())
-    })?;
-    if let Some(ws) = writers {
-        for (c, w) in columns.iter_mut().zip(ws) {
-            *c = Column::Disk(w.finish()?);
-        }
-    }
-    drop(keys_batch);
+    let mut first = first_pass(reader, shingler, kernel, &plan, &dir, progress)?;
     let read = reader.stats().clone();
-    let t_read = t0.elapsed().as_secs_f64();
     let n = first.ids.len();
     assert!(n <= u32::MAX as usize, "document positions are u32");
-    let mut stages = vec![("read+shingle+sign", t_read)];
+    let mut stages = vec![("read+shingle+sign", t0.elapsed().as_secs_f64())];
     progress.stage("banding, verifying, grouping");
 
-    // Classes of identical banded slots, in the in-memory order: by (hash, position), a hash run split by slot
-    // equality (here: the second hash) in order of first member.
     let t_band = Instant::now();
-    let mut stats = CandidateStats::default();
-    let resident_ids = first.id_heap + first.ids.capacity() as u64 * 24;
-    let base = BASE_BYTES + burst + resident_ids;
-    let columns_bytes: u64 = columns
-        .iter()
-        .map(|c| match c {
-            Column::Memory(chunks) => (chunks.len() * CHUNK * 8) as u64,
-            Column::Disk(_) => 0,
-        })
-        .sum();
-    let nn = n as u64;
-    budget
-        .check(
-            base + columns_bytes + nn * per_doc_banding,
-            "finding classes",
-            || {
-                format!(
-                    "{n} documents: ids, band keys held in memory, 45 bytes each of class tables"
-                )
-            },
-        )
-        .map_err(DedupError::OutOfCore)?;
-    let mut by_full: Vec<(u64, u32)> = (0..n)
-        .into_par_iter()
-        .filter(|&i| !first.empty[i])
-        .map(|i| (first.full[i].0, i as u32))
-        .collect();
-    by_full.par_sort_unstable();
-    stats.documents = by_full.len() as u64;
-    let mut reps: Vec<u32> = Vec::new();
-    let mut starts: Vec<u32> = vec![0];
-    let mut members: Vec<u32> = Vec::with_capacity(by_full.len());
-    // Within a hash run, split by the second, independent hash (a collision of the first must not merge).
-    crate::lsh::index::hash_classes(
-        &by_full,
-        |a, b| first.full[a as usize].1 == first.full[b as usize].1,
-        |same| {
-            reps.push(same[0]);
-            members.extend_from_slice(&same);
-            starts.push(members.len() as u32);
-        },
-    );
-    drop(by_full);
-    first.full = Vec::new();
-    let class = |c: usize| &members[starts[c] as usize..starts[c + 1] as usize];
-    let mut rep_class = vec![u32::MAX; n];
-    for (c, &r) in reps.iter().enumerate() {
-        rep_class[r as usize] = c as u32;
-    }
-    let avail = limit
-        .bytes
-        .saturating_sub(base + columns_bytes + nn * 13 + reps.len() as u64 * 8);
-    // Half of what is left for the bands in flight, a quarter for the pair sorter.
-    let band_run = limit
-        .run_records
-        .unwrap_or((avail / 2 / (16 * threads)) as usize)
-        .max(1);
-    let pair_run = limit.run_records.unwrap_or((avail / 4 / 8) as usize).max(1);
-    budget
-        .check(
-            base + columns_bytes + nn * 13 + reps.len() as u64 * 8 + 4096 * 16 * threads,
-            "banding",
-            || format!("{n} documents: ids, band keys held in memory, class tables"),
-        )
-        .map_err(DedupError::OutOfCore)?;
-    let pairs = Mutex::new(Sorter::<u64>::new(&dir, "pairs", pair_run, true));
-    let emitted = AtomicU64::new(0);
-    let too_many = || DedupError::TooManyCandidates {
-        banding,
-        cause: TooManyCandidates {
-            limit: config.max_candidates,
-        },
-    };
-    {
-        let mut out = Vec::new();
-        for c in 0..reps.len() {
-            let m = class(c);
-            if m.len() > 1 {
-                stats.duplicate_classes += 1;
-                stats.documents_in_duplicate_classes += m.len() as u64;
-                stats.largest_duplicate_class = stats.largest_duplicate_class.max(m.len() as u64);
-                stats.pairs_not_enumerated += emit_group(&[m], cap, &mut out);
-                if m.len() > cap {
-                    stats.capped_groups += 1;
-                }
-                if out.len() >= 1 << 16 {
-                    emitted.fetch_add(out.len() as u64, Ordering::Relaxed);
-                    pairs.lock().expect("no panic").extend(&out)?;
-                    out.clear();
-                }
-            }
-        }
-        emitted.fetch_add(out.len() as u64, Ordering::Relaxed);
-        pairs.lock().expect("no panic").extend(&out)?;
-    }
-    let columns: Vec<Mutex<Option<Column>>> =
-        columns.into_iter().map(|c| Mutex::new(Some(c))).collect();
-    // Each band on one worker, no nested parallelism: at most `threads` bands are in memory at once.
-    let per_band: Vec<Result<(u64, u64, u64, u64), DedupError>> = (0..bands)
-        .into_par_iter()
-        .with_max_len(1)
-        .map(|band| {
-            let column = columns[band]
-                .lock()
-                .expect("no panic")
-                .take()
-                .expect("each band once");
-            let mut sorter = Sorter::<(u64, u32)>::new(&dir, "band-run", band_run, false);
-            let mut push = |doc: usize, key: u64| {
-                let c = rep_class[doc];
-                if c != u32::MAX {
-                    sorter.push((key, c))
-                } else {
-                    Ok(())
-                }
-            };
-            match column {
-                Column::Memory(chunks) => {
-                    for (ci, chunk) in chunks.into_iter().enumerate() {
-                        for (j, key) in chunk.into_iter().enumerate() {
-                            push(ci * CHUNK + j, key)?;
-                        }
-                    }
-                }
-                Column::Disk(file) => {
-                    let mut r = file.reader()?;
-                    let mut doc = 0;
-                    while let Some(key) = r.next_record()? {
-                        push(doc, key)?;
-                        doc += 1;
-                    }
-                    if doc != n {
-                        return Err(SpillError::Corrupt {
-                            path: file.path().to_path_buf(),
-                            what: "wrong record count",
-                        }
-                        .into());
-                    }
-                    file.remove();
-                }
-            }
-            let mut merged = sorter.finish()?;
-            let (mut shared, mut largest, mut capped, mut skipped) = (0u64, 0u64, 0u64, 0u64);
-            let mut out: Vec<u64> = Vec::new();
-            let mut bucket: Vec<u32> = Vec::new();
-            let mut current: Option<u64> = None;
-            let mut walk = |bucket: &mut Vec<u32>, out: &mut Vec<u64>| -> Result<(), DedupError> {
-                if bucket.len() > 1 {
-                    let classes: Vec<&[u32]> = bucket.iter().map(|&c| class(c as usize)).collect();
-                    let size: usize = classes.iter().map(|c| c.len()).sum();
-                    shared += 1;
-                    largest = largest.max(size as u64);
-                    if size > cap {
-                        capped += 1;
-                    }
-                    let before = out.len();
-                    skipped += emit_group(&classes, cap, out);
-                    let added = (out.len() - before) as u64;
-                    if emitted.fetch_add(added, Ordering::Relaxed) + added > config.max_candidates {
-                        return Err(too_many());
-                    }
-                    if out.len() >= 1 << 16 {
-                        pairs.lock().expect("no panic").extend(out)?;
-                        out.clear();
-                    }
-                }
-                bucket.clear();
-                Ok(())
-            };
-            while let Some((key, c)) = merged.next_record()? {
-                if current != Some(key) {
-                    walk(&mut bucket, &mut out)?;
-                    current = Some(key);
-                }
-                bucket.push(c);
-            }
-            walk(&mut bucket, &mut out)?;
-            pairs.lock().expect("no panic").extend(&out)?;
-            Ok((shared, largest, capped, skipped))
-        })
-        .collect();
-    for r in per_band {
-        let (shared, largest, capped, skipped) = r?;
-        stats.shared_buckets += shared;
-        stats.largest_bucket = stats.largest_bucket.max(largest);
-        stats.capped_groups += capped;
-        stats.pairs_not_enumerated += skipped;
-    }
-    if emitted.load(Ordering::Relaxed) > config.max_candidates {
-        return Err(too_many());
-    }
-    drop(rep_class);
-    drop(columns);
-    let mut merged = pairs.into_inner().expect("no panic").finish()?;
-    let mut cands: Vec<(u32, u32)> = Vec::new();
-    while let Some(p) = merged.next_record()? {
-        cands.push(((p >> 32) as u32, p as u32));
-    }
-    drop(merged);
-    drop((reps, starts, members));
-    stats.candidates = cands.len() as u64;
+    let columns = std::mem::take(&mut first.columns);
+    let classes = find_classes(&mut first, &columns, &plan)?;
+    let (cands, stats) = band_candidates(columns, classes, &first, &plan, &dir)?;
     stages.push(("band", t_band.elapsed().as_secs_f64()));
 
-    // Pass 2: signatures (and shingle sets) of the documents in some candidate pair.
     let t_sets = Instant::now();
     let mut needed: Vec<u32> = cands.iter().flat_map(|&(a, b)| [a, b]).collect();
     needed.par_sort_unstable();
     needed.dedup();
     needed.shrink_to_fit();
-    let nc = cands.len() as u64;
-    // Candidates, needed list and record offsets, the verified pairs (at most one per candidate), the grouping's
-    // per-document arrays (degree, weight, union-find, slots, group of: 28 bytes each) and edges.
-    let verify_need = base + nn + nc * (8 + 24 + 16 + 8) + needed.len() as u64 * 12 + nn * 28;
-    budget
-        .check(verify_need, "verifying and grouping", || {
-            format!(
-                "{n} documents, {nc} candidate pairs over {} documents: ids, candidates, verified pairs, grouping \
-                 tables",
-                needed.len()
-            )
-        })
-        .map_err(DedupError::OutOfCore)?;
+    let (nn, nc) = (n as u64, cands.len() as u64);
+    // Ids, candidates, needed list and record offsets, the verified pairs (at most one per candidate), the
+    // grouping's per-document arrays (degree, weight, union-find, slots, group of: 28 bytes each) and edges.
+    let verify_need = plan.base
+        + first.ids_bytes()
+        + nn
+        + nc * (8 + 24 + 16 + 8)
+        + needed.len() as u64 * 12
+        + nn * 28;
+    plan.check(verify_need, "verifying and grouping", || {
+        format!(
+            "{n} documents, {nc} candidate pairs over {} documents: ids, candidates, verified pairs, grouping \
+             tables",
+            needed.len()
+        )
+    })?;
     // What is left under the limit (less a tenth, for the allocator and what the estimate misses) holds records
     // in memory; the rest go to a spill file.
     let record_budget = match limit.run_records {
@@ -638,15 +381,488 @@ pub(super) fn run(
     )?;
     stages.push(("reread+shingle sets", t_sets.elapsed().as_secs_f64()));
 
-    let t_verify = Instant::now();
-    let t = choice.threshold;
-    let exact_sets = config.verify == Verify::Exact;
     let store = Store {
         records: &records,
         needed: &needed,
-        k,
-        exact: exact_sets,
+        k: plan.k,
+        exact: config.verify == Verify::Exact,
+        dispatch: shingler.dispatch(),
     };
+    let t_verify = Instant::now();
+    let verified = verify_candidates(cands, &store, kernel, &config)?;
+    stages.push(("verify", t_verify.elapsed().as_secs_f64()));
+
+    let t_group = Instant::now();
+    let (groups, group_stats, to_center) = group_candidates(n, &verified, &store, kernel, &config)?;
+    drop(records);
+    stages.push(("group", t_group.elapsed().as_secs_f64()));
+
+    let mut outcome = DedupOutcome {
+        ids: first.ids,
+        loaded: 0,
+        empty_documents: first.empty.iter().filter(|&&e| e).count() as u64,
+        candidates: stats,
+        verified,
+        groups,
+        group_stats,
+        to_center,
+        config,
+        stage_seconds: stages,
+    };
+    progress.stage("writing");
+    let t_write = Instant::now();
+    write_outputs(&options.outputs, &outcome, &[])?;
+    outcome
+        .stage_seconds
+        .push(("write", t_write.elapsed().as_secs_f64()));
+    drop(dir);
+    Ok(DedupReport {
+        outcome,
+        read,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The options an out-of-core run cannot honour: it keeps neither texts nor signatures.
+fn refuse_unsupported(options: &DedupOptions) -> Result<(), DedupError> {
+    let refused = [
+        (options.load.is_some(), "--load"),
+        (options.save.is_some(), "--save"),
+        (options.outputs.kept.is_some(), "--kept"),
+    ];
+    match refused.into_iter().find(|(set, _)| *set) {
+        Some((_, what)) => Err(DedupError::OutOfCore(OutOfCoreError::Unsupported(what))),
+        None => Ok(()),
+    }
+}
+
+/// Pass 1: reads, shingles and signs the corpus; keeps each document's id, empty flag and class hashes, and
+/// puts its band keys in one column per band, in memory while the estimate of the whole run allows and on
+/// disk from then on.
+fn first_pass(
+    reader: &mut CorpusReader,
+    shingler: &Shingler,
+    kernel: &dyn Kernel,
+    plan: &Plan<'_>,
+    dir: &SpillDir,
+    progress: &dyn Progress,
+) -> Result<FirstPass, DedupError> {
+    let (k, bands) = (plan.k, plan.hasher.banding.bands);
+    let used = plan.hasher.banding.hashes();
+    let mut first = FirstPass {
+        columns: (0..bands).map(|_| Column::Memory(Vec::new())).collect(),
+        ..FirstPass::default()
+    };
+    let mut writers: Option<Vec<super::spill::SeqWriter<'_, u64>>> = None;
+    let mut keys_batch: Vec<u64> = Vec::new();
+    crate::pipeline::sketch_corpus(reader, shingler, kernel, |batch| {
+        progress.inc(batch.docs.len() as u64);
+        let m = batch.docs.len();
+        keys_batch.clear();
+        keys_batch.resize(m * bands, 0);
+        let mut full = vec![(0u64, 0u64); m];
+        keys_batch
+            .par_chunks_mut(bands)
+            .zip(full.par_iter_mut())
+            .enumerate()
+            .for_each(|(i, (keys, f))| {
+                if batch.empty[i] {
+                    return;
+                }
+                let sig = batch.signature(i, k);
+                *f = (
+                    hash_slots(&sig[..used], plan.seed_full),
+                    hash_slots(&sig[..used], plan.seed_check),
+                );
+                for (band, key) in keys.iter_mut().enumerate() {
+                    *key = plan.hasher.key(band, sig);
+                }
+            });
+        first.full.extend_from_slice(&full);
+        first.empty.extend_from_slice(&batch.empty);
+        for doc in &mut batch.docs {
+            first.id_heap += heap_bytes(doc.id.capacity());
+            first.ids.push(std::mem::take(&mut doc.id));
+        }
+        let n = first.ids.len() as u64;
+        let resident = plan.base + first.resident();
+        plan.check(resident, "reading the corpus", || {
+            format!(
+                "{n} documents so far: their ids and 17 bytes each of flags and class hashes, plus {} fixed",
+                format_size(plan.base)
+            )
+        })?;
+        if writers.is_none() {
+            // Columns grow a chunk at a time: the chunks' full size is what they hold.
+            let in_memory = n.div_ceil(CHUNK as u64) * CHUNK as u64 * bands as u64 * 8;
+            let later = n * PER_DOC_BANDING + plan.band_work(n);
+            if resident + in_memory + later > plan.limit.bytes || plan.limit.run_records.is_some() {
+                writers = Some(spill_columns(&mut first.columns, dir)?);
+            }
+        }
+        match &mut writers {
+            Some(ws) => {
+                for row in keys_batch.chunks(bands) {
+                    for (w, key) in ws.iter_mut().zip(row) {
+                        w.push(key)?;
+                    }
+                }
+            }
+            None => {
+                for (band, c) in first.columns.iter_mut().enumerate() {
+                    let Column::Memory(chunks) = c else {
+                        unreachable!("columns are in memory until the writers exist")
+                    };
+                    for row in keys_batch.chunks(bands) {
+                        if chunks.last().is_none_or(|c| c.len() == CHUNK) {
+                            chunks.push(Vec::with_capacity(CHUNK));
+                        }
+                        chunks.last_mut().expect("pushed").push(row[band]);
+                    }
+                }
+            }
+        }
+        Ok::<(), DedupError>(())
+    })?;
+    if let Some(ws) = writers {
+        for (c, w) in first.columns.iter_mut().zip(ws) {
+            *c = Column::Disk(w.finish()?);
+        }
+    }
+    Ok(first)
+}
+
+/// Moves the band columns to spill files: writers holding every key so far, for every later key to follow.
+fn spill_columns<'d>(
+    columns: &mut [Column],
+    dir: &'d SpillDir,
+) -> Result<Vec<super::spill::SeqWriter<'d, u64>>, DedupError> {
+    let mut ws = Vec::with_capacity(columns.len());
+    for c in columns.iter_mut() {
+        let mut w = dir.writer::<u64>("band-keys")?;
+        if let Column::Memory(chunks) = c {
+            for chunk in chunks.drain(..) {
+                for key in chunk {
+                    w.push(&key)?;
+                }
+            }
+        }
+        ws.push(w);
+    }
+    Ok(ws)
+}
+
+/// Documents with identical banded slots, as the in-memory run finds them: each class's members in order,
+/// and the class each representative (first member) stands for.
+struct Classes {
+    reps: Vec<u32>,
+    starts: Vec<u32>,
+    members: Vec<u32>,
+    /// The class of each representative, `u32::MAX` for every other document.
+    rep_class: Vec<u32>,
+}
+
+impl Classes {
+    fn members(&self, c: usize) -> &[u32] {
+        &self.members[self.starts[c] as usize..self.starts[c + 1] as usize]
+    }
+}
+
+/// Resident bytes of the band columns held in memory.
+fn columns_bytes(columns: &[Column]) -> u64 {
+    columns
+        .iter()
+        .map(|c| match c {
+            Column::Memory(chunks) => (chunks.len() * CHUNK * 8) as u64,
+            Column::Disk(_) => 0,
+        })
+        .sum()
+}
+
+/// Classes of identical banded slots, in the in-memory order: by (hash, position), a hash run split by slot
+/// equality (here: the second, independent hash, so that a collision of the first does not merge) in order of
+/// first member. Frees the class hashes.
+fn find_classes(
+    first: &mut FirstPass,
+    columns: &[Column],
+    plan: &Plan<'_>,
+) -> Result<Classes, DedupError> {
+    let n = first.ids.len();
+    let held = plan.base + first.ids_bytes() + columns_bytes(columns);
+    plan.check(held + n as u64 * PER_DOC_BANDING, "finding classes", || {
+        format!("{n} documents: ids, band keys held in memory, 45 bytes each of class tables")
+    })?;
+    let mut by_full: Vec<(u64, u32)> = (0..n)
+        .into_par_iter()
+        .filter(|&i| !first.empty[i])
+        .map(|i| (first.full[i].0, i as u32))
+        .collect();
+    by_full.par_sort_unstable();
+    let mut classes = Classes {
+        reps: Vec::new(),
+        starts: vec![0],
+        members: Vec::with_capacity(by_full.len()),
+        rep_class: vec![u32::MAX; n],
+    };
+    crate::lsh::index::hash_classes(
+        &by_full,
+        |a, b| first.full[a as usize].1 == first.full[b as usize].1,
+        |same| {
+            classes.reps.push(same[0]);
+            classes.members.extend_from_slice(&same);
+            classes.starts.push(classes.members.len() as u32);
+        },
+    );
+    drop(by_full);
+    first.full = Vec::new();
+    for (c, &r) in classes.reps.iter().enumerate() {
+        classes.rep_class[r as usize] = c as u32;
+    }
+    Ok(classes)
+}
+
+/// What one band's walk over its buckets counted.
+#[derive(Default)]
+struct BandCounts {
+    shared: u64,
+    largest: u64,
+    capped: u64,
+    skipped: u64,
+}
+
+/// Candidate pairs, sorted and without repeats, and the counts of the in-memory run's banding: first the pairs
+/// within each class, then band by band (each band on one worker) the pairs of every bucket, all through an
+/// external sorter.
+fn band_candidates(
+    columns: Vec<Column>,
+    classes: Classes,
+    first: &FirstPass,
+    plan: &Plan<'_>,
+    dir: &SpillDir,
+) -> Result<(Vec<(u32, u32)>, CandidateStats), DedupError> {
+    let (n, threads) = (first.ids.len() as u64, plan.threads);
+    let config = plan.config;
+    let held = plan.base
+        + first.ids_bytes()
+        + columns_bytes(&columns)
+        + n * 13
+        + classes.reps.len() as u64 * 8;
+    let avail = plan.limit.bytes.saturating_sub(held);
+    // Half of what is left for the bands in flight, a quarter for the pair sorter.
+    let band_run = plan
+        .limit
+        .run_records
+        .unwrap_or((avail / 2 / (16 * threads)) as usize)
+        .max(1);
+    let pair_run = plan
+        .limit
+        .run_records
+        .unwrap_or((avail / 4 / 8) as usize)
+        .max(1);
+    plan.check(held + plan.band_work(4096), "banding", || {
+        format!("{n} documents: ids, band keys held in memory, class tables")
+    })?;
+    let mut stats = CandidateStats {
+        documents: classes.members.len() as u64,
+        ..CandidateStats::default()
+    };
+    let pairs = Mutex::new(Sorter::<u64>::new(dir, "pairs", pair_run, true));
+    let emitted = AtomicU64::new(0);
+    let too_many = || DedupError::TooManyCandidates {
+        banding: config.choice.banding,
+        cause: TooManyCandidates {
+            limit: config.max_candidates,
+        },
+    };
+    let mut out = Vec::new();
+    for c in 0..classes.reps.len() {
+        let m = classes.members(c);
+        if m.len() > 1 {
+            stats.duplicate_classes += 1;
+            stats.documents_in_duplicate_classes += m.len() as u64;
+            stats.largest_duplicate_class = stats.largest_duplicate_class.max(m.len() as u64);
+            plan.check_bucket(held, m.len())?;
+            stats.pairs_not_enumerated += emit_group(&[m], config.bucket_cap, &mut out);
+            if m.len() > config.bucket_cap {
+                stats.capped_groups += 1;
+            }
+            if out.len() >= 1 << 16 {
+                emitted.fetch_add(out.len() as u64, Ordering::Relaxed);
+                pairs.lock().expect("no panic").extend(&out)?;
+                out.clear();
+            }
+        }
+    }
+    emitted.fetch_add(out.len() as u64, Ordering::Relaxed);
+    pairs.lock().expect("no panic").extend(&out)?;
+    drop(out);
+    let columns: Vec<Mutex<Option<Column>>> =
+        columns.into_iter().map(|c| Mutex::new(Some(c))).collect();
+    // Each band on one worker, no nested parallelism: at most `threads` bands are in memory at once.
+    let per_band: Vec<Result<BandCounts, DedupError>> = {
+        let walker = BandWalker {
+            classes: &classes,
+            plan,
+            held: held + plan.band_work(band_run as u64),
+            pairs: &pairs,
+            emitted: &emitted,
+            too_many: &too_many,
+        };
+        (0..columns.len())
+            .into_par_iter()
+            .with_max_len(1)
+            .map(|band| {
+                let column = columns[band]
+                    .lock()
+                    .expect("no panic")
+                    .take()
+                    .expect("each band once");
+                let sorted = sort_band(column, &classes.rep_class, dir, band_run)?;
+                walker.walk(sorted)
+            })
+            .collect()
+    };
+    for r in per_band {
+        let counts = r?;
+        stats.shared_buckets += counts.shared;
+        stats.largest_bucket = stats.largest_bucket.max(counts.largest);
+        stats.capped_groups += counts.capped;
+        stats.pairs_not_enumerated += counts.skipped;
+    }
+    if emitted.load(Ordering::Relaxed) > config.max_candidates {
+        return Err(too_many());
+    }
+    drop(classes);
+    let mut merged = pairs.into_inner().expect("no panic").finish()?;
+    let mut cands: Vec<(u32, u32)> = Vec::new();
+    while let Some(p) = merged.next_record()? {
+        cands.push(((p >> 32) as u32, p as u32));
+    }
+    stats.candidates = cands.len() as u64;
+    Ok((cands, stats))
+}
+
+/// One band's `(key, class)` records of the class representatives, sorted by key (through sorted runs of
+/// `run_records` on disk, merged); the column is consumed (its spill file removed).
+fn sort_band(
+    column: Column,
+    rep_class: &[u32],
+    dir: &SpillDir,
+    run_records: usize,
+) -> Result<super::spill::Merge<(u64, u32)>, DedupError> {
+    let mut sorter = Sorter::<(u64, u32)>::new(dir, "band-run", run_records, false);
+    let mut push = |doc: usize, key: u64| {
+        let c = rep_class[doc];
+        if c != u32::MAX {
+            sorter.push((key, c))
+        } else {
+            Ok(())
+        }
+    };
+    match column {
+        Column::Memory(chunks) => {
+            for (ci, chunk) in chunks.into_iter().enumerate() {
+                for (j, key) in chunk.into_iter().enumerate() {
+                    push(ci * CHUNK + j, key)?;
+                }
+            }
+        }
+        Column::Disk(file) => {
+            let mut r = file.reader()?;
+            let mut doc = 0;
+            while let Some(key) = r.next_record()? {
+                push(doc, key)?;
+                doc += 1;
+            }
+            if doc != rep_class.len() {
+                return Err(SpillError::Corrupt {
+                    path: file.path().to_path_buf(),
+                    what: "wrong record count",
+                }
+                .into());
+            }
+            file.remove();
+        }
+    }
+    Ok(sorter.finish()?)
+}
+
+/// Walks a band's sorted records bucket by bucket and emits each shared bucket's pairs as
+/// [`crate::lsh::index`] does (the same star rule over the bucket cap, the same counts).
+struct BandWalker<'a, 'd, F: Fn() -> DedupError> {
+    classes: &'a Classes,
+    plan: &'a Plan<'a>,
+    /// Resident bytes beside a bucket's pairs.
+    held: u64,
+    pairs: &'a Mutex<Sorter<'d, u64>>,
+    emitted: &'a AtomicU64,
+    too_many: &'a F,
+}
+
+impl<F: Fn() -> DedupError + Sync> BandWalker<'_, '_, F> {
+    fn walk(&self, mut sorted: super::spill::Merge<(u64, u32)>) -> Result<BandCounts, DedupError> {
+        let mut counts = BandCounts::default();
+        let mut out: Vec<u64> = Vec::new();
+        let mut bucket: Vec<u32> = Vec::new();
+        let mut current: Option<u64> = None;
+        while let Some((key, c)) = sorted.next_record()? {
+            if current != Some(key) {
+                self.bucket(&mut bucket, &mut out, &mut counts)?;
+                current = Some(key);
+            }
+            bucket.push(c);
+        }
+        self.bucket(&mut bucket, &mut out, &mut counts)?;
+        self.pairs.lock().expect("no panic").extend(&out)?;
+        Ok(counts)
+    }
+
+    /// The pairs of one bucket of classes (none for a bucket of one).
+    fn bucket(
+        &self,
+        bucket: &mut Vec<u32>,
+        out: &mut Vec<u64>,
+        counts: &mut BandCounts,
+    ) -> Result<(), DedupError> {
+        if bucket.len() > 1 {
+            let classes: Vec<&[u32]> = bucket
+                .iter()
+                .map(|&c| self.classes.members(c as usize))
+                .collect();
+            let size: usize = classes.iter().map(|c| c.len()).sum();
+            counts.shared += 1;
+            counts.largest = counts.largest.max(size as u64);
+            let cap = self.plan.config.bucket_cap;
+            if size > cap {
+                counts.capped += 1;
+            }
+            self.plan.check_bucket(self.held, size)?;
+            let before = out.len();
+            counts.skipped += emit_group(&classes, cap, out);
+            let added = (out.len() - before) as u64;
+            if self.emitted.fetch_add(added, Ordering::Relaxed) + added
+                > self.plan.config.max_candidates
+            {
+                return Err((self.too_many)());
+            }
+            if out.len() >= 1 << 16 {
+                self.pairs.lock().expect("no panic").extend(out)?;
+                out.clear();
+            }
+        }
+        bucket.clear();
+        Ok(())
+    }
+}
+
+/// Each candidate pair checked as the in-memory run checks it, the documents read back from the record file.
+fn verify_candidates(
+    cands: Vec<(u32, u32)>,
+    store: &Store<'_>,
+    kernel: &dyn Kernel,
+    config: &DedupConfig,
+) -> Result<Vec<CheckedPair>, DedupError> {
+    let t = config.choice.threshold;
     let chunks: Vec<Result<Vec<CheckedPair>, DedupError>> = cands
         .par_chunks(4096)
         .map(|chunk| {
@@ -660,8 +876,18 @@ pub(super) fn run(
                 let da = &cached.as_ref().expect("loaded").1;
                 let db = store.load(b, &mut buf)?;
                 let estimate = || kernel.estimate(&da.sig, &db.sig);
-                let sets = exact_sets.then_some((da.set.as_slice(), db.set.as_slice()));
-                out.extend(check_pair(config.verify, t, a, b, estimate, sets));
+                let sets = store
+                    .exact
+                    .then_some((da.set.as_slice(), db.set.as_slice()));
+                out.extend(check_pair(
+                    config.verify,
+                    t,
+                    a,
+                    b,
+                    estimate,
+                    sets,
+                    store.dispatch,
+                ));
             }
             Ok(out)
         })
@@ -671,13 +897,22 @@ pub(super) fn run(
     for c in chunks {
         verified.extend(c?);
     }
-    stages.push(("verify", t_verify.elapsed().as_secs_f64()));
+    Ok(verified)
+}
 
-    // Group, as `dedup_signed` does, reading similarities back from the record file.
-    let t_group = Instant::now();
-    let (groups, edges_by_group) = group_verified(n, &verified, config.groups);
+/// Groups, each group's statistics and its members' similarities to the centre, as the in-memory run computes
+/// them, with similarities read back from the record file (through a per-group cache bounded by the pair
+/// budget).
+#[allow(clippy::type_complexity)]
+fn group_candidates(
+    n: usize,
+    verified: &[CheckedPair],
+    store: &Store<'_>,
+    kernel: &dyn Kernel,
+    config: &DedupConfig,
+) -> Result<(Vec<Group>, Vec<GroupStats>, Vec<Vec<f64>>), DedupError> {
+    let (groups, edges_by_group) = group_verified(n, verified, config.groups);
     let failure: Mutex<Option<DedupError>> = Mutex::new(None);
-    // Similarity of two documents of one group, through a per-group cache (bounded by the pair budget).
     let similarity = |cache: &mut FxHashMap<u32, Doc>, buf: &mut Vec<u8>, a: u32, b: u32| -> f64 {
         for d in [a, b] {
             if let std::collections::hash_map::Entry::Vacant(slot) = cache.entry(d) {
@@ -693,12 +928,13 @@ pub(super) fn run(
             }
         }
         let (x, y) = (&cache[&a], &cache[&b]);
-        if exact_sets {
-            exact::jaccard_ids(&x.set, &y.set)
+        if store.exact {
+            exact::jaccard_ids(&x.set, &y.set, store.dispatch)
         } else {
             kernel.estimate(&x.sig, &y.sig)
         }
     };
+    let t = config.choice.threshold;
     let (group_stats, to_center): (Vec<GroupStats>, Vec<Vec<f64>>) = groups
         .par_iter()
         .zip(edges_by_group.par_iter())
@@ -730,42 +966,7 @@ pub(super) fn run(
     if let Some(e) = failure.into_inner().expect("no panic") {
         return Err(e);
     }
-    drop(records);
-    stages.push(("group", t_group.elapsed().as_secs_f64()));
-
-    let mut outcome = DedupOutcome {
-        ids: first.ids,
-        loaded: 0,
-        empty_documents: first.empty.iter().filter(|&&e| e).count() as u64,
-        candidates: stats,
-        verified,
-        groups,
-        group_stats,
-        to_center,
-        config,
-        stage_seconds: stages,
-    };
-    progress.stage("writing");
-    let t_write = Instant::now();
-    let outputs = &options.outputs;
-    if let Some(p) = &outputs.pairs {
-        write_table(p, Table::Pairs, &outcome)?;
-    }
-    if let Some(p) = &outputs.clusters {
-        write_table(p, Table::Clusters, &outcome)?;
-    }
-    if let Some(p) = &outputs.group_report {
-        write_table(p, Table::GroupReport, &outcome)?;
-    }
-    outcome
-        .stage_seconds
-        .push(("write", t_write.elapsed().as_secs_f64()));
-    drop(dir);
-    Ok(DedupReport {
-        outcome,
-        read,
-        seconds: t0.elapsed().as_secs_f64(),
-    })
+    Ok((groups, group_stats, to_center))
 }
 
 /// A document read back from the record file: its signature and (for exact verification) its shingle set.
@@ -780,6 +981,8 @@ struct Store<'a> {
     needed: &'a [u32],
     k: usize,
     exact: bool,
+    /// The instruction set the sets are intersected on (the shingler's).
+    dispatch: crate::arch::Dispatch,
 }
 
 impl Store<'_> {

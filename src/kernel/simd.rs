@@ -3,7 +3,7 @@
 //! Layout follows memchr/BLAKE3: the algorithm is written once in `sign_generic` against the small `Lanes`
 //! trait, and each instruction set is a thin module (`avx512`, `avx2`, `portable`) that implements the trait and
 //! wraps the generic loop in a `#[target_feature]` function. The instruction set is chosen once, when the kernel
-//! is built (`KernelParams::isa`, else [`Isa::detect`], which honours the `LSHBENCH_ISA` cap).
+//! is built (`KernelParams::isa`, else [`Isa::detect`]).
 //!
 //! Loop order: for each block of `U` slot vectors, the block's `a`, `b` and running minima stay in registers while
 //! the loop runs over every key of the document (one broadcast load per key). `U` independent accumulators

@@ -124,12 +124,12 @@ impl ParquetSink {
         self.writer.write(&record).map_err(to_io)
     }
 
-    /// Writes the footer and renames the file into place.
-    pub(super) fn finish(self, path: &Path) -> Result<(), OutputError> {
+    /// Writes the footer and renames the file into place (exchanging names with `exchange`).
+    pub(super) fn finish(self, path: &Path, exchange: bool) -> Result<(), OutputError> {
         let out = self.writer.into_inner().map_err(|e| OutputError::Write {
             path: path.to_path_buf(),
             cause: to_io(e),
         })?;
-        out.commit()
+        out.commit_exchanging(exchange)
     }
 }
