@@ -575,6 +575,31 @@ def _read_input(spark: Any, path: str, text_column: str, id_column: str) -> Any:
     )
 
 
+def _local_workers_use(python: str) -> None:
+    """Makes the Python workers of a local Spark started from this process run `python` (the interpreter running
+    this job, with lshbench, numpy and pyarrow installed beside it), unless ``PYSPARK_PYTHON`` already names one.
+    Spark's own default is ``python3`` from ``PATH``, which in a venv that is not activated is another Python
+    without these packages. ``spark.pyspark.python``, when configured, still wins over both."""
+    os.environ.setdefault("PYSPARK_PYTHON", python)
+
+
+def _session(master: Optional[str], shuffle_partitions: Optional[int]) -> Any:
+    """The session ``python -m lshbench.spark`` runs on: the one running in this process, or a new one on
+    ``master`` (default: spark-submit's, else ``local[*]``), whose local workers run this interpreter."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("lshbench-dedup")
+    if not master and "SPARK_HOME" not in os.environ and not os.environ.get("PYSPARK_SUBMIT_ARGS"):
+        master = "local[*]"
+    if master:
+        builder = builder.master(master)
+    if master and master.startswith("local") and SparkSession.getActiveSession() is None:
+        _local_workers_use(sys.executable)
+    if shuffle_partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    return builder.getOrCreate()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m lshbench.spark dedup ...``: see the module docstring and ``--help``."""
     parser = argparse.ArgumentParser(prog="python -m lshbench.spark", description="lshbench on Apache Spark")
@@ -608,17 +633,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("lshbench-dedup")
-    if args.master:
-        builder = builder.master(args.master)
-    elif "SPARK_HOME" not in os.environ and not os.environ.get("PYSPARK_SUBMIT_ARGS"):
-        builder = builder.master("local[*]")
-    if args.shuffle_partitions:
-        builder = builder.config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
     # A session already running in this process (a notebook's, a test's) is used and left running; one this
     # command starts, it stops.
     own_session = SparkSession.getActiveSession() is None
-    spark = builder.getOrCreate()
+    spark = _session(args.master, args.shuffle_partitions)
     try:
         df = _read_input(spark, args.input, args.text_column, args.id_column)
         result = dedup(

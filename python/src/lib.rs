@@ -11,7 +11,7 @@
 
 use lshbench::arch::Isa;
 use lshbench::dedup::state::{State, StateParams};
-use lshbench::dedup::{self, Corpus, DedupConfig, Verify};
+use lshbench::dedup::{self, Corpus, Verify};
 use lshbench::exact;
 use lshbench::kernel::{self, Kernel, KernelParams};
 use lshbench::lsh::cluster::GroupMode;
@@ -31,11 +31,8 @@ use rayon::prelude::*;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow_array::{
-    Array, ArrayRef, BooleanArray, Float64Array, LargeStringArray, RecordBatch, StringArray,
-    StringViewArray, UInt64Array,
-};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_array::{Array, ArrayRef, LargeStringArray, RecordBatch, StringArray, StringViewArray};
+use arrow_schema::DataType;
 
 fn value_error(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -211,8 +208,22 @@ impl SignSpec {
     }
 }
 
-fn pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
-    lshbench::exec::thread_pool(threads).map_err(value_error)
+/// The pool of `threads` workers (every logical CPU when `None`) that calls run on. One pool is kept and
+/// reused from call to call (a Spark task calls once per Arrow batch): a call asking for another size replaces
+/// it, and the old one's threads end when its last call returns.
+fn pool(threads: Option<usize>) -> PyResult<Arc<rayon::ThreadPool>> {
+    static POOL: std::sync::Mutex<Option<(usize, Arc<rayon::ThreadPool>)>> =
+        std::sync::Mutex::new(None);
+    let size = threads.unwrap_or_else(lshbench::machine::logical_cpus);
+    let mut kept = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((n, pool)) = kept.as_ref()
+        && *n == size
+    {
+        return Ok(pool.clone());
+    }
+    let pool = Arc::new(lshbench::exec::thread_pool(Some(size)).map_err(value_error)?);
+    *kept = Some((size, pool.clone()));
+    Ok(pool)
 }
 
 thread_local! {
@@ -596,17 +607,8 @@ fn parse_groups(s: &str) -> PyResult<GroupMode> {
     }
 }
 
-fn table(py: Python<'_>, columns: Vec<(&str, ArrayRef)>) -> PyResult<Py<PyAny>> {
-    let fields: Vec<Field> = columns
-        .iter()
-        .map(|(name, a)| Field::new(*name, a.data_type().clone(), a.null_count() > 0))
-        .collect();
-    let schema = Arc::new(Schema::new(fields));
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        columns.into_iter().map(|(_, a)| a).collect(),
-    )
-    .map_err(value_error)?;
+fn table(py: Python<'_>, batch: RecordBatch) -> PyResult<Py<PyAny>> {
+    let schema = batch.schema();
     let t = PyTable::try_new(vec![batch], schema)?;
     Ok(t.into_pyarrow(py)?.unbind())
 }
@@ -649,13 +651,20 @@ fn dedup_texts<'py>(
         isa,
     )?;
     let verify = parse_verify(verify)?;
-    let groups = parse_groups(groups)?;
+    let options = dedup::DedupOptions {
+        bands,
+        rows,
+        threshold,
+        verify,
+        groups: parse_groups(groups)?,
+        bucket_cap,
+        max_candidates,
+        pair_budget,
+        seed,
+        ..dedup::DedupOptions::default()
+    };
     // The binding signs full-width slots (it takes no `bits`), so the S-curve is tuned in J itself.
-    let choice =
-        dedup::choose_banding(bands, rows, threshold, num_perm, 32).map_err(value_error)?;
-    if bucket_cap < 2 {
-        return Err(value_error(dedup::DedupError::BucketCap));
-    }
+    let config = options.config(num_perm, 32).map_err(value_error)?;
     let (shingler, kernel) = spec.build()?;
     let pool = pool(threads)?;
     let texts = Texts::from_py(texts)?;
@@ -664,15 +673,6 @@ fn dedup_texts<'py>(
         Texts::Arrow(c) => c.iter().map(|a| a.len()).sum(),
     };
     let ids = ids_from_py(ids, n, 0)?;
-    let config = DedupConfig {
-        choice,
-        verify,
-        groups,
-        bucket_cap,
-        pair_budget,
-        seed,
-        max_candidates,
-    };
     let outcome = py.detach(|| -> PyResult<dedup::DedupOutcome> {
         let views = texts.views()?;
         pool.install(|| {
@@ -692,74 +692,9 @@ fn dedup_texts<'py>(
                 .map_err(value_error)
         })
     })?;
-    let o = &outcome;
-    let id = |i: u32| o.ids[i as usize].as_str();
-    let pairs = table(
-        py,
-        vec![
-            (
-                "id_a",
-                Arc::new(StringArray::from_iter_values(
-                    o.verified.iter().map(|p| id(p.a)),
-                )) as ArrayRef,
-            ),
-            (
-                "id_b",
-                Arc::new(StringArray::from_iter_values(
-                    o.verified.iter().map(|p| id(p.b)),
-                )),
-            ),
-            (
-                "estimate",
-                Arc::new(Float64Array::from_iter_values(
-                    o.verified.iter().map(|p| p.estimate),
-                )),
-            ),
-            (
-                "jaccard",
-                Arc::new(Float64Array::from_iter(
-                    o.verified.iter().map(|p| p.jaccard),
-                )),
-            ),
-            (
-                "verified_by",
-                Arc::new(StringArray::from_iter_values(o.verified.iter().map(
-                    |p| match (verify, p.jaccard) {
-                        (Verify::Exact, Some(_)) => "exact",
-                        (Verify::Exact, None) => "estimate (loaded document, no text)",
-                        (v, _) => v.name(),
-                    },
-                ))),
-            ),
-        ],
-    )?;
-    let mut group = Vec::new();
-    let mut member = Vec::new();
-    let mut size = Vec::new();
-    let mut center = Vec::new();
-    let mut is_center = Vec::new();
-    let mut sim = Vec::new();
-    for (g, (grp, sims)) in o.groups.iter().zip(&o.to_center).enumerate() {
-        for (&m, &s) in grp.members.iter().zip(sims) {
-            group.push(g as u64);
-            member.push(id(m));
-            size.push(grp.members.len() as u64);
-            center.push(id(grp.center));
-            is_center.push(m == grp.center);
-            sim.push(s);
-        }
-    }
-    let clusters = table(
-        py,
-        vec![
-            ("group", Arc::new(UInt64Array::from(group)) as ArrayRef),
-            ("id", Arc::new(StringArray::from_iter_values(member))),
-            ("size", Arc::new(UInt64Array::from(size))),
-            ("center", Arc::new(StringArray::from_iter_values(center))),
-            ("is_center", Arc::new(BooleanArray::from(is_center))),
-            ("similarity_to_center", Arc::new(Float64Array::from(sim))),
-        ],
-    )?;
+    // The CLI's Parquet tables, column for column and type for type.
+    let pairs = table(py, dedup::tables::pairs_batch(&outcome))?;
+    let clusters = table(py, dedup::tables::clusters_batch(&outcome))?;
     Ok((pairs, clusters))
 }
 

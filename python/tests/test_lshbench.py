@@ -10,6 +10,7 @@ import tracemalloc
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import lshbench
@@ -396,6 +397,13 @@ def test_dedup_equals_cli_dedup_on_the_shipped_corpus(cli, corpus, corpus_path, 
     assert len(want_pairs) > 100
     assert got_pairs == want_pairs
     assert got_clusters == want_clusters
+    # The CLI's Parquet tables are the same tables, type for type (int64 counts, null where undefined).
+    p_pq, c_pq = tmp_path / "pairs.parquet", tmp_path / "clusters.parquet"
+    cli("dedup", "--input", corpus_path, "--kernel", kernel, *flags, "--pairs", p_pq, "--clusters", c_pq)
+    for got, path in ((pairs, p_pq), (clusters, c_pq)):
+        want = pq.read_table(path)
+        assert got.schema.equals(want.schema, check_metadata=False), (got.schema, want.schema)
+        assert got.equals(want.replace_schema_metadata(None))
 
 
 def test_dedup_default_ids_are_positions():

@@ -10,6 +10,7 @@ import csv
 import gzip
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -238,8 +239,6 @@ def test_null_text_is_named(spark):
 def test_components_on_a_long_chain_and_separate_pieces(spark):
     # A path 0-1-...-39 written in a scrambled order, plus a triangle and a lone edge: three components,
     # each labelled with its smallest node.
-    import random
-
     edges = [(i, i + 1) for i in range(39)] + [(100, 101), (101, 102), (100, 102), (200, 300)]
     random.Random(7).shuffle(edges)
     df = spark.createDataFrame(edges, "u long, v long")
@@ -282,3 +281,29 @@ def test_default_positions_are_the_dataframe_order(spark):
     assert [(r["group"], r["id"], r["center"], r["is_center"]) for r in result.clusters.collect()] == [
         (0, "x0", "x0", True), (0, "x1", "x0", False)
     ]
+
+
+def test_entry_point_runs_its_local_workers_on_its_own_interpreter(tmp_path):
+    # The session `python -m lshbench.spark` starts, from an interpreter whose venv is not activated: `python3`
+    # on PATH is another Python (here one that fails at once), and PYSPARK_PYTHON is unset. A local worker must
+    # run the interpreter that started the job (the job itself would then fail with "No module named ...").
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    for name in ("python3", "python"):
+        (shim / name).write_text("#!/bin/sh\necho 'not the job interpreter' >&2\nexit 3\n")
+        (shim / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = f"{shim}{os.pathsep}{env.get('PATH', '')}"
+    package_root = str(Path(lspark.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root, env.get("PYTHONPATH")] if p)
+    script = (
+        "import sys\n"
+        "from lshbench import spark\n"
+        "session = spark._session('local[1]', None)\n"
+        "rdd = session.sparkContext.parallelize([0], 1)\n"
+        "print('worker:', rdd.map(lambda _: __import__('sys').executable).collect()[0])\n"
+        "session.stop()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"worker: {sys.executable}" in proc.stdout, proc.stdout[-2000:]
