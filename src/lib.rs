@@ -13,8 +13,9 @@
 //! | 5 | [`pipeline`] | the only module that knows both a shingler and a kernel |
 //! | 6 | [`exact`], [`sketch`] | exact Jaccard ground truth; signatures of a corpus to files |
 //! | 7 | [`dedup`] | the end-to-end job |
-//! | 8 | [`experiment`] | the research harness |
-//! | 9 | `cli` (feature `cli`) | flags, printing, progress bars |
+//! | 8 | [`experiment`], `online` (feature `online`) | the research harness; the durable online index |
+//! | 9 | `server` (feature `server`) | the HTTP service over the online index |
+//! | 10 | `cli` (feature `cli`) | flags, printing, progress bars |
 //!
 //! Two modules on one layer do not import each other.
 
@@ -32,8 +33,12 @@ pub mod hash;
 pub mod kernel;
 pub mod lsh;
 pub mod machine;
+#[cfg(feature = "online")]
+pub mod online;
 pub mod output;
 pub mod pipeline;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod shingle;
 pub mod sketch;
 pub mod window;

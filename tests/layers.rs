@@ -25,7 +25,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("sketch", 6),
     ("dedup", 7),
     ("experiment", 8),
-    ("cli", 9),
+    ("online", 8),
+    ("server", 9),
+    ("cli", 10),
 ];
 
 fn layer(module: &str) -> Option<u32> {

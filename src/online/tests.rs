@@ -1,0 +1,622 @@
+//! Tests of the online index without HTTP: semantics against `dedup`, recovery, torn tails, snapshots, the
+//! writer's rollback on a full disk, the memory limit, and readers that never wait for a sync.
+
+use super::*;
+use crate::corpus::synth::{GenConfig, Generator};
+use std::sync::Barrier;
+
+fn corpus(n: usize, seed: u64) -> Vec<DocIn> {
+    let config = GenConfig {
+        docs: n,
+        mean_len: 600,
+        dup_fraction: 0.4,
+        seed,
+        ..GenConfig::default()
+    };
+    let g = Generator::new(&config).unwrap();
+    (0..n)
+        .map(|i| {
+            let d = g.document(i).0;
+            DocIn {
+                id: d.id,
+                text: d.text,
+            }
+        })
+        .collect()
+}
+
+fn doc(id: &str, text: &str) -> DocIn {
+    DocIn {
+        id: id.into(),
+        text: text.into(),
+    }
+}
+
+fn small(threshold: f64) -> ParamChoices {
+    ParamChoices {
+        threshold: Some(threshold),
+        num_perm: Some(64),
+        ..Default::default()
+    }
+}
+
+/// Every (earlier id, later id, estimate, jaccard) an index reports while checking `docs` in order.
+fn check_all(
+    index: &OnlineIndex,
+    docs: &[DocIn],
+    batch: usize,
+) -> Vec<(String, String, String, String)> {
+    let mut pairs = Vec::new();
+    for chunk in docs.chunks(batch) {
+        for r in index.check(chunk.to_vec(), InsertMode::Always).unwrap() {
+            assert_eq!(r.inserted, Some(true), "{r:?}");
+            for d in r.duplicates {
+                pairs.push((
+                    d.id,
+                    r.id.clone().unwrap(),
+                    format!("{:.6}", d.estimate),
+                    d.jaccard.map(|j| format!("{j:.6}")).unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    pairs.sort();
+    pairs
+}
+
+/// The pairs `dedup::run` reports for `docs` in this order with the index's parameters.
+fn dedup_pairs(params: &IndexParams, docs: &[DocIn]) -> Vec<(String, String, String, String)> {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("c.jsonl");
+    let mut text = String::new();
+    for d in docs {
+        text.push_str(
+            &serde_json::to_string(&serde_json::json!({"id": d.id, "text": d.text})).unwrap(),
+        );
+        text.push('\n');
+    }
+    std::fs::write(&input, text).unwrap();
+    let built = params.build(Path::new("p")).unwrap();
+    let mut reader =
+        crate::corpus::CorpusReader::open(&input, &crate::corpus::ReaderOptions::default())
+            .unwrap();
+    let options = crate::dedup::DedupOptions {
+        bands: Some(params.bands),
+        rows: Some(params.rows),
+        threshold: Some(params.threshold),
+        verify: built.verify,
+        seed: params.seed,
+        ..Default::default()
+    };
+    let report = crate::dedup::run(
+        &mut reader,
+        &built.shingler,
+        &*built.kernel,
+        &options,
+        &crate::exec::Silent,
+    )
+    .unwrap();
+    let o = &report.outcome;
+    let mut pairs: Vec<_> = o
+        .verified
+        .iter()
+        .map(|p| {
+            (
+                o.ids[p.a as usize].clone(),
+                o.ids[p.b as usize].clone(),
+                format!("{:.6}", p.estimate),
+                p.jaccard.map(|j| format!("{j:.6}")).unwrap_or_default(),
+            )
+        })
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+#[test]
+fn checking_a_corpus_in_order_reports_exactly_dedups_pairs() {
+    let docs = corpus(600, 11);
+    for (verify, threshold) in [
+        (Verify::Exact, 0.5),
+        (Verify::Estimate, 0.7),
+        (Verify::Exact, 0.8),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let choices = ParamChoices {
+            verify: Some(verify),
+            ..small(threshold)
+        };
+        let index =
+            OnlineIndex::create(&dir.path().join("i"), &choices, OnlineOptions::default()).unwrap();
+        let got = check_all(&index, &docs, 37);
+        let want = dedup_pairs(index.params(), &docs);
+        assert!(
+            want.len() > 50,
+            "the corpus has near-duplicates: {}",
+            want.len()
+        );
+        assert_eq!(got, want, "{verify:?} at {threshold}");
+        assert_eq!(index.len(), docs.len() as u64);
+    }
+}
+
+#[test]
+fn insert_modes_ids_and_empty_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let index =
+        OnlineIndex::create(&dir.path().join("i"), &small(0.5), OnlineOptions::default()).unwrap();
+    let text = "the quick brown fox jumps over the lazy dog again and again";
+    let r = index
+        .check(vec![doc("a", text)], InsertMode::Always)
+        .unwrap();
+    assert_eq!(
+        (r[0].inserted, r[0].seq, r[0].duplicates.len()),
+        (Some(true), Some(1), 0)
+    );
+    // if-unique: a near-duplicate is reported and not inserted.
+    let r = index
+        .check(vec![doc("b", &format!("{text}!"))], InsertMode::IfUnique)
+        .unwrap();
+    assert_eq!(r[0].inserted, Some(false));
+    assert_eq!(r[0].reason.as_deref(), Some("duplicate"));
+    assert_eq!(r[0].duplicates[0].id, "a");
+    assert!(r[0].duplicates[0].jaccard.unwrap() > 0.8);
+    assert!(index.get("b").is_none());
+    // never: reported, not inserted.
+    let r = index
+        .check(vec![doc("c", text)], InsertMode::Never)
+        .unwrap();
+    assert_eq!(
+        (r[0].inserted, r[0].reason.as_deref()),
+        (Some(false), Some("never"))
+    );
+    assert_eq!(r[0].duplicates[0].jaccard, Some(1.0));
+    // An id already in the index is not inserted again; a batch sees its own earlier documents.
+    let r = index
+        .check(
+            vec![doc("a", "other"), doc("d", text), doc("e", text)],
+            InsertMode::Always,
+        )
+        .unwrap();
+    assert_eq!(r[0].reason.as_deref(), Some("exists"));
+    assert_eq!(
+        r[1].duplicates
+            .iter()
+            .map(|d| d.id.as_str())
+            .collect::<Vec<_>>(),
+        ["a"]
+    );
+    assert_eq!(
+        r[2].duplicates
+            .iter()
+            .map(|d| d.id.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "d"]
+    );
+    // Empty documents are stored but never candidates.
+    let r = index
+        .check(
+            vec![doc("empty", ""), doc("empty2", "")],
+            InsertMode::Always,
+        )
+        .unwrap();
+    assert!(r[1].empty && r[1].duplicates.is_empty() && r[1].inserted == Some(true));
+    assert_eq!(index.get("empty").unwrap().text.as_deref(), Some(""));
+    assert_eq!(index.get("a").unwrap().text.as_deref(), Some(text));
+    // Query sees what is durable, inserts nothing.
+    let q = index.query(&[QueryDoc {
+        id: None,
+        text: text.into(),
+    }]);
+    assert_eq!(q[0].duplicates.len(), 3);
+    assert_eq!(index.len(), 5);
+    // Delete, then the id can be used again.
+    assert!(index.delete("a").unwrap().deleted);
+    assert!(!index.delete("a").unwrap().deleted);
+    assert!(index.get("a").is_none());
+    let r = index
+        .check(vec![doc("a", text)], InsertMode::Always)
+        .unwrap();
+    assert_eq!(
+        r[0].duplicates
+            .iter()
+            .map(|d| d.id.as_str())
+            .collect::<Vec<_>>(),
+        ["d", "e"]
+    );
+    assert_eq!(index.len(), 5);
+    let stats = index.stats();
+    assert_eq!(stats.documents, 5);
+    assert!(stats.memory_bytes_per_document > 64.0 * 4.0);
+    assert!(stats.disk_bytes > 0);
+}
+
+#[test]
+fn a_restart_recovers_every_document_and_deletion() {
+    let docs = corpus(300, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i");
+    let (before, stats) = {
+        let index = OnlineIndex::create(&path, &small(0.5), OnlineOptions::default()).unwrap();
+        index.insert(docs[..200].to_vec()).unwrap();
+        for d in docs.iter().step_by(7).take(20) {
+            index.delete(&d.id).unwrap();
+        }
+        index.insert(docs[200..].to_vec()).unwrap();
+        let q: Vec<QueryDoc> = docs
+            .iter()
+            .map(|d| QueryDoc {
+                id: None,
+                text: d.text.clone(),
+            })
+            .collect();
+        (index.query(&q), index.stats())
+    };
+    let index =
+        OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default()).unwrap();
+    assert_eq!(index.len(), stats.documents);
+    assert_eq!(index.recovery().documents, stats.documents);
+    assert_eq!(index.recovery().cut_bytes, 0);
+    let q: Vec<QueryDoc> = docs
+        .iter()
+        .map(|d| QueryDoc {
+            id: None,
+            text: d.text.clone(),
+        })
+        .collect();
+    assert_eq!(index.query(&q), before);
+    assert!(index.get(&docs[7].id).is_none());
+    assert_eq!(index.get(&docs[8].id).unwrap().text.unwrap(), docs[8].text);
+    // The next sequence number continues after the recovered ones.
+    let r = index.insert(vec![doc("new", "new text here")]).unwrap();
+    assert_eq!(r[0].seq, Some(stats.durable_seq + 1));
+}
+
+#[test]
+fn a_second_process_cannot_open_the_index_and_flags_must_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i");
+    let index = OnlineIndex::create(&path, &small(0.5), OnlineOptions::default()).unwrap();
+    let e = OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default())
+        .err()
+        .unwrap();
+    assert!(matches!(e, OpenError::Locked { .. }), "{e}");
+    drop(index);
+    let e = OnlineIndex::open(&path, &small(0.9), OnlineOptions::default())
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string()
+            .contains("--threshold 0.9 given, the index has 0.5"),
+        "{e}"
+    );
+    let e = OnlineIndex::create(&path, &small(0.5), OnlineOptions::default())
+        .err()
+        .unwrap();
+    assert!(matches!(e, OpenError::Exists { .. }), "{e}");
+    let e = OnlineIndex::open(
+        &dir.path().join("none"),
+        &ParamChoices::default(),
+        OnlineOptions::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(matches!(e, OpenError::Missing { .. }), "{e}");
+    OnlineIndex::open(&path, &small(0.5), OnlineOptions::default()).unwrap();
+}
+
+/// The last segment's file.
+fn last_segment(dir: &Path) -> PathBuf {
+    let mut segs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .collect();
+    segs.sort();
+    segs.pop().unwrap()
+}
+
+#[test]
+fn a_torn_tail_is_cut_and_never_half_applied() {
+    let docs = corpus(40, 5);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i");
+    let (full, first_len) = {
+        let index = OnlineIndex::create(&path, &small(0.5), OnlineOptions::default()).unwrap();
+        index.insert(docs[..30].to_vec()).unwrap();
+        let first_len = std::fs::metadata(last_segment(&path)).unwrap().len();
+        // The last group: 10 documents in one commit.
+        index.insert(docs[30..].to_vec()).unwrap();
+        (std::fs::read(last_segment(&path)).unwrap(), first_len)
+    };
+    let seg = last_segment(&path);
+    // Every cut inside the last group recovers exactly the state after the first group.
+    let mut lens: Vec<u64> = (first_len..full.len() as u64).step_by(97).collect();
+    lens.push(full.len() as u64 - 1);
+    for len in lens {
+        std::fs::write(&seg, &full[..len as usize]).unwrap();
+        let index =
+            OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default()).unwrap();
+        assert_eq!(index.len(), 30, "cut at {len}");
+        assert!(index.get(&docs[35].id).is_none());
+        assert!(index.get(&docs[29].id).is_some());
+        assert_eq!(index.recovery().cut_bytes, len - first_len);
+        drop(index);
+        assert_eq!(
+            std::fs::metadata(&seg).unwrap().len(),
+            first_len,
+            "the tail is cut off the file"
+        );
+    }
+    // Garbage after a complete log is cut too.
+    let mut garbage = full.clone();
+    garbage.extend_from_slice(&[7u8; 100]);
+    std::fs::write(&seg, &garbage).unwrap();
+    let index =
+        OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default()).unwrap();
+    assert_eq!(index.len(), 40);
+    assert_eq!(index.recovery().cut_bytes, 100);
+}
+
+#[test]
+fn snapshots_replace_old_segments_and_recovery_gives_the_same_index() {
+    let docs = corpus(400, 8);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i");
+    let options = OnlineOptions {
+        snapshot_min_bytes: 20_000,
+        ..Default::default()
+    };
+    let q: Vec<QueryDoc> = docs
+        .iter()
+        .map(|d| QueryDoc {
+            id: None,
+            text: d.text.clone(),
+        })
+        .collect();
+    let before = {
+        let index = OnlineIndex::create(&path, &small(0.5), options.clone()).unwrap();
+        for (i, chunk) in docs.chunks(20).enumerate() {
+            index.check(chunk.to_vec(), InsertMode::Always).unwrap();
+            if i % 3 == 0 {
+                index.delete(&chunk[0].id).unwrap();
+            }
+            if i == 10 {
+                // Let the first snapshot finish (it runs beside the writer) before writing on.
+                let t0 = Instant::now();
+                while index.stats().snapshot.is_none() {
+                    assert!(t0.elapsed().as_secs() < 30, "no snapshot was taken");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+        }
+        index.query(&q)
+    };
+    let names: Vec<String> = std::fs::read_dir(&path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    let snaps = names.iter().filter(|n| n.ends_with(".snap")).count();
+    assert_eq!(snaps, 1, "older snapshots are removed: {names:?}");
+    let segs = names.iter().filter(|n| n.ends_with(".wal")).count();
+    assert!(
+        segs <= 2,
+        "segments covered by the snapshot are removed: {names:?}"
+    );
+    let index = OnlineIndex::open(&path, &ParamChoices::default(), options).unwrap();
+    assert!(index.recovery().snapshot_seq.is_some());
+    assert_eq!(index.query(&q), before);
+    assert_eq!(index.len(), 400 - 7);
+}
+
+#[test]
+fn a_full_disk_fails_the_write_and_leaves_the_index_as_it_was() {
+    let docs = corpus(60, 9);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i");
+    let index = OnlineIndex::create(&path, &small(0.5), OnlineOptions::default()).unwrap();
+    index.insert(docs[..20].to_vec()).unwrap();
+    drop(index);
+    let seg_len = std::fs::metadata(last_segment(&path)).unwrap().len();
+    // The disk fills 30 bytes into the next write: part of it reaches the file, then ENOSPC.
+    let options = OnlineOptions {
+        faults: Faults {
+            disk_full_after: Some(seg_len + 30),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let index = OnlineIndex::open(&path, &ParamChoices::default(), options).unwrap();
+    let q: Vec<QueryDoc> = docs
+        .iter()
+        .map(|d| QueryDoc {
+            id: None,
+            text: d.text.clone(),
+        })
+        .collect();
+    let before = index.query(&q);
+    let e = index
+        .check(docs[20..40].to_vec(), InsertMode::Always)
+        .unwrap_err();
+    assert!(matches!(e, WriteError::DiskFull(_)), "{e}");
+    assert_eq!(e.status(), 507);
+    let e = index.delete(&docs[0].id).unwrap_err();
+    assert_eq!(e.status(), 507);
+    assert_eq!(index.len(), 20);
+    assert!(index.get(&docs[0].id).is_some());
+    assert!(index.get(&docs[25].id).is_none());
+    assert_eq!(index.query(&q), before);
+    assert_eq!(
+        std::fs::metadata(last_segment(&path)).unwrap().len(),
+        seg_len,
+        "the partial write is cut"
+    );
+    assert!(index.stats().poisoned.is_none());
+    drop(index);
+    // With space again, the same writes succeed, and see exactly the documents from before.
+    let index =
+        OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default()).unwrap();
+    assert_eq!(index.len(), 20);
+    assert_eq!(index.query(&q), before);
+    index
+        .check(docs[20..40].to_vec(), InsertMode::Always)
+        .unwrap();
+    assert_eq!(index.len(), 40);
+}
+
+#[test]
+fn the_memory_limit_refuses_writes_and_reads_go_on() {
+    let docs = corpus(200, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let options = OnlineOptions {
+        max_memory: Some(150_000),
+        ..Default::default()
+    };
+    let index = OnlineIndex::create(&dir.path().join("i"), &small(0.5), options).unwrap();
+    let mut refused = None;
+    for (i, chunk) in docs.chunks(10).enumerate() {
+        match index.insert(chunk.to_vec()) {
+            Ok(_) => {}
+            Err(e) => {
+                refused = Some((i, e));
+                break;
+            }
+        }
+    }
+    let (i, e) = refused.expect("the limit was reached");
+    assert!(i > 0);
+    assert_eq!(e.status(), 507);
+    assert!(e.to_string().contains("memory limit"), "{e}");
+    assert_eq!(index.len(), 10 * i as u64);
+    assert!(index.stats().memory_bytes >= 150_000);
+    // Queries and deletions still work; a deletion is not refused.
+    assert!(
+        !index.query(&[QueryDoc {
+            id: None,
+            text: docs[0].text.clone()
+        }])[0]
+            .duplicates
+            .is_empty()
+    );
+    assert!(index.delete(&docs[0].id).unwrap().deleted);
+}
+
+#[test]
+fn readers_do_not_wait_for_a_writers_sync_nor_see_its_pending_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let entered = Arc::new(Barrier::new(2));
+    let (g, e) = (gate.clone(), entered.clone());
+    let hold = Arc::new(AtomicBool::new(false));
+    let h = hold.clone();
+    let options = OnlineOptions {
+        faults: Faults {
+            before_sync: Some(Arc::new(move || {
+                if h.load(Ordering::SeqCst) {
+                    e.wait();
+                    let (lock, cv) = &*g;
+                    let mut open = lock.lock().unwrap();
+                    while !*open {
+                        open = cv.wait(open).unwrap();
+                    }
+                }
+            })),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let index = Arc::new(OnlineIndex::create(&dir.path().join("i"), &small(0.5), options).unwrap());
+    let text = "a text that will be sent twice, to see who sees it when";
+    index
+        .insert(vec![doc(
+            "durable",
+            "something else entirely, written first",
+        )])
+        .unwrap();
+    hold.store(true, Ordering::SeqCst);
+    let writer = {
+        let index = index.clone();
+        std::thread::spawn(move || index.check(vec![doc("pending", text)], InsertMode::Always))
+    };
+    // The writer is now inside its group, between the write and the sync.
+    entered.wait();
+    let t0 = Instant::now();
+    let q = index.query(&[QueryDoc {
+        id: None,
+        text: text.into(),
+    }]);
+    assert!(
+        q[0].duplicates.is_empty(),
+        "a reader saw a document that is not durable"
+    );
+    assert!(index.get("pending").is_none());
+    assert!(index.get("durable").is_some());
+    assert_eq!(index.len(), 1);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+    // The writer's own next check would see it: release the sync and check again.
+    hold.store(false, Ordering::SeqCst);
+    {
+        let (lock, cv) = &*gate;
+        *lock.lock().unwrap() = true;
+        cv.notify_all();
+    }
+    assert_eq!(writer.join().unwrap().unwrap()[0].inserted, Some(true));
+    let q = index.query(&[QueryDoc {
+        id: None,
+        text: text.into(),
+    }]);
+    assert_eq!(q[0].duplicates[0].id, "pending");
+}
+
+#[test]
+fn of_two_near_duplicates_sent_at_once_exactly_one_reports_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Arc::new(
+        OnlineIndex::create(&dir.path().join("i"), &small(0.5), OnlineOptions::default()).unwrap(),
+    );
+    let rounds = 200;
+    let start = Arc::new(Barrier::new(2));
+    let run = |side: &'static str| {
+        let (index, start) = (index.clone(), start.clone());
+        std::thread::spawn(move || {
+            (0..rounds)
+                .map(|r| {
+                    // Words of this round alone, so that rounds are not near-duplicates of each other.
+                    let text: String = (0..12u64)
+                        .map(|w| format!("{:x} ", crate::hash::mix64((r as u64) << 8 | w)))
+                        .collect();
+                    start.wait();
+                    let res = index
+                        .check(
+                            vec![doc(&format!("{side}{r}"), &format!("{text} {side}"))],
+                            InsertMode::IfUnique,
+                        )
+                        .unwrap();
+                    (
+                        res[0].inserted == Some(true),
+                        res[0]
+                            .duplicates
+                            .iter()
+                            .map(|d| d.id.clone())
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    let (a, b) = (run("a"), run("b"));
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    for r in 0..rounds {
+        let (ai, ad) = &a[r];
+        let (bi, bd) = &b[r];
+        // Exactly one was inserted; the other names it as its duplicate.
+        assert!(ai ^ bi, "round {r}: {a:?} {b:?}", a = a[r], b = b[r]);
+        if *ai {
+            assert_eq!(bd, &vec![format!("a{r}")]);
+            assert!(ad.is_empty());
+        } else {
+            assert_eq!(ad, &vec![format!("b{r}")]);
+            assert!(bd.is_empty());
+        }
+    }
+}

@@ -1,0 +1,554 @@
+//! The HTTP service of `lshbench serve`: an HTTP/1.1 JSON API (tokio, hyper, axum) over a durable
+//! [`OnlineIndex`], with the limits and timeouts that keep a hostile or broken client from hurting it.
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /v1/check` | query then insert each document, in order ([`api::CheckRequest`]) |
+//! | `POST /v1/query` | near-duplicates among the durable documents, nothing inserted |
+//! | `POST /v1/insert` | insert without looking |
+//! | `GET /v1/documents/{id}`, `DELETE /v1/documents/{id}` | one document |
+//! | `GET /v1/stats` | size, memory, disk, parameters, S-curve, recovery (JSON) |
+//! | `GET /healthz` | `ok`, or 503 while writes are refused |
+//! | `GET /metrics` | Prometheus text: requests, latency, documents, bytes |
+//! | `GET /` | a page: size, parameters, the S-curve, a box to look a text up |
+//!
+//! Every error is JSON, `{"error": message, "status": code}`. Writes are answered only once durable; reads
+//! never wait for a sync ([`crate::online`]). Signing and verification run on the runtime's worker threads:
+//! the work per document is tens of microseconds, less than handing it to another thread would cost.
+
+mod metrics;
+
+use crate::online::api::{self, ApiError, BatchResponse, Limits, Request, Route};
+use crate::online::{OnlineIndex, Outcome, WriteError};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use metrics::Metrics;
+
+/// How the service listens and what it accepts.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// The address to listen on (port 0: any free port).
+    pub listen: SocketAddr,
+    /// A bearer token every request but `GET /healthz` and `GET /` must carry; required off loopback.
+    pub token: Option<String>,
+    /// Request size limits.
+    pub limits: Limits,
+    /// A request's headers must arrive within this time of the connection's first byte.
+    pub header_timeout: Duration,
+    /// A request's body must arrive within this time.
+    pub body_timeout: Duration,
+    /// Connections open at once; more are closed as soon as they are accepted.
+    pub max_connections: usize,
+    /// On SIGTERM, requests in flight get this long to finish.
+    pub drain_timeout: Duration,
+    /// Worker threads of the runtime (default: the logical CPUs).
+    pub threads: Option<usize>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            listen: "127.0.0.1:7878".parse().expect("a valid address"),
+            token: None,
+            limits: Limits::default(),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            drain_timeout: Duration::from_secs(30),
+            threads: None,
+        }
+    }
+}
+
+/// Why the service could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Listening off loopback without a token.
+    #[error(
+        "--listen {0} is not a loopback address: anyone who can reach it could write to the index. Give \
+         --token (clients then send `Authorization: Bearer TOKEN`), or listen on 127.0.0.1"
+    )]
+    NeedsToken(SocketAddr),
+    /// An empty token.
+    #[error("--token is empty")]
+    EmptyToken,
+    /// The address could not be bound, or the runtime could not start.
+    #[error("{what}: {cause}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// What the operating system said.
+        cause: std::io::Error,
+    },
+}
+
+struct AppState {
+    index: Arc<OnlineIndex>,
+    options: ServerOptions,
+    metrics: Metrics,
+    started: Instant,
+}
+
+type Shared = Arc<AppState>;
+
+/// Runs the service on `index` until SIGTERM or SIGINT (or `shutdown` resolves), then drains requests in
+/// flight, closes the index (its queued writes finish and are synced) and returns. `ready` is called with the
+/// bound address once connections are accepted.
+pub fn serve(
+    index: Arc<OnlineIndex>,
+    options: ServerOptions,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServerError> {
+    check_listen(&options)?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all().thread_name("lshbench-http");
+    if let Some(n) = options.threads {
+        rt.worker_threads(n.max(1));
+    }
+    let rt = rt.build().map_err(|cause| ServerError::Io {
+        what: "starting the runtime".into(),
+        cause,
+    })?;
+    let result = rt.block_on(run(index.clone(), options, ready));
+    drop(rt);
+    index.close();
+    result
+}
+
+/// Refuses a non-loopback address without a token, and an empty token.
+pub fn check_listen(options: &ServerOptions) -> Result<(), ServerError> {
+    match &options.token {
+        Some(t) if t.is_empty() => Err(ServerError::EmptyToken),
+        None if !options.listen.ip().is_loopback() => Err(ServerError::NeedsToken(options.listen)),
+        _ => Ok(()),
+    }
+}
+
+async fn run(
+    index: Arc<OnlineIndex>,
+    options: ServerOptions,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServerError> {
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|cause| ServerError::Io {
+            what: format!("listening on {}", options.listen),
+            cause,
+        })?;
+    let addr = listener.local_addr().map_err(|cause| ServerError::Io {
+        what: "reading the bound address".into(),
+        cause,
+    })?;
+    let state: Shared = Arc::new(AppState {
+        index,
+        options: options.clone(),
+        metrics: Metrics::default(),
+        started: Instant::now(),
+    });
+    let app = router(state.clone());
+    let connections = Arc::new(tokio::sync::Semaphore::new(options.max_connections));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|cause| ServerError::Io {
+            what: "installing the SIGTERM handler".into(),
+            cause,
+        })?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|cause| ServerError::Io {
+            what: "installing the SIGINT handler".into(),
+            cause,
+        })?;
+    ready(addr);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = match accepted {
+                    Ok(c) => c,
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait a little rather than spin.
+                        eprintln!("lshbench serve: accepting a connection: {e}");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = connections.clone().try_acquire_owned() else {
+                    // Over the connection limit: closed at once.
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let service = hyper_util::service::TowerToHyperService::new(app.clone());
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(options.header_timeout)
+                    .keep_alive(true)
+                    .serve_connection(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    // A client that vanishes or breaks the protocol ends its own connection, nothing else.
+                    let _ = conn.await;
+                    drop(permit);
+                });
+            }
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    drop(listener);
+    eprintln!("lshbench serve: stopping: finishing the requests in flight");
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(options.drain_timeout) => {
+            eprintln!(
+                "lshbench serve: requests still open after {} s were cut off",
+                options.drain_timeout.as_secs()
+            );
+        }
+    }
+    let _ = state;
+    Ok(())
+}
+
+/// The routes, behind the token check and the metrics.
+fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/", get(page))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/v1/stats", get(stats))
+        .route("/v1/check", post(check))
+        .route("/v1/query", post(query))
+        .route("/v1/insert", post(insert))
+        .route(
+            "/v1/documents/{id}",
+            get(get_document).delete(delete_document),
+        )
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+/// The route label of a path, for metrics (ids are not labels).
+fn route_label(path: &str) -> &'static str {
+    match path {
+        "/" => "/",
+        "/healthz" => "/healthz",
+        "/metrics" => "/metrics",
+        "/v1/stats" => "/v1/stats",
+        "/v1/check" => "/v1/check",
+        "/v1/query" => "/v1/query",
+        "/v1/insert" => "/v1/insert",
+        p if p.starts_with("/v1/documents/") => "/v1/documents/{id}",
+        _ => "other",
+    }
+}
+
+fn method_label(m: &Method) -> &'static str {
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        Method::PUT => "PUT",
+        Method::HEAD => "HEAD",
+        _ => "other",
+    }
+}
+
+/// The token check (every route but `/healthz` and the page) and the request metrics.
+async fn guard(
+    State(state): State<Shared>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let t0 = Instant::now();
+    let route = route_label(request.uri().path());
+    let method = method_label(request.method());
+    let open = matches!(route, "/healthz" | "/");
+    let response = match &state.options.token {
+        Some(token) if !open && !authorized(&request, token) => {
+            let mut r = error(ApiError {
+                status: 401,
+                message: "this index needs `Authorization: Bearer TOKEN` (the --token it was started with)".into(),
+            });
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            r
+        }
+        _ => next.run(request).await,
+    };
+    state.metrics.record(
+        route,
+        method,
+        response.status().as_u16(),
+        t0.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+fn authorized(request: &axum::extract::Request, token: &str) -> bool {
+    let Some(given) = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    // Compared in time independent of where the first difference is.
+    given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+fn json_response(status: u16, body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Response {
+    json_response(200, serde_json::to_vec(value).expect("answers serialise"))
+}
+
+fn error(e: ApiError) -> Response {
+    json_response(e.status, e.body())
+}
+
+fn write_error(e: WriteError) -> Response {
+    error(ApiError {
+        status: e.status(),
+        message: e.to_string(),
+    })
+}
+
+async fn not_found() -> Response {
+    error(ApiError {
+        status: 404,
+        message: "no such route (see GET / and the guide's serve chapter)".into(),
+    })
+}
+
+async fn method_not_allowed() -> Response {
+    error(ApiError {
+        status: 405,
+        message: "this route does not take this method".into(),
+    })
+}
+
+/// Reads a body under the size limit and the body timeout.
+async fn read_body(body: Body, options: &ServerOptions) -> Result<axum::body::Bytes, ApiError> {
+    let limit = options.limits.max_body_bytes;
+    let limited = http_body_util::Limited::new(body, limit);
+    match tokio::time::timeout(options.body_timeout, limited.collect()).await {
+        Err(_) => Err(ApiError {
+            status: 408,
+            message: format!(
+                "the request body did not arrive within {} s",
+                options.body_timeout.as_secs()
+            ),
+        }),
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(ApiError::too_large(format!(
+                "the request body is over the limit of {limit} bytes (--max-body-bytes)"
+            )))
+        }
+        Ok(Err(e)) => Err(ApiError::bad_request(format!(
+            "reading the request body failed: {e}"
+        ))),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+async fn decode(state: &Shared, route: Route, body: Body) -> Result<Request, ApiError> {
+    let bytes = read_body(body, &state.options).await?;
+    api::decode(route, &bytes, &state.options.limits)
+}
+
+/// Waits for the writer's answer.
+async fn answered(rx: tokio::sync::oneshot::Receiver<Result<Outcome, WriteError>>) -> Response {
+    match rx.await {
+        Ok(Ok(Outcome::Docs(results))) => json(&BatchResponse { results }),
+        Ok(Ok(Outcome::Deleted(d))) => json(&d),
+        Ok(Err(e)) => write_error(e),
+        Err(_) => write_error(WriteError::Closed),
+    }
+}
+
+async fn check(State(state): State<Shared>, body: Body) -> Response {
+    let request = match decode(&state, Route::Check, body).await {
+        Ok(Request::Check(r)) => r,
+        Ok(_) => unreachable!("the check route decodes checks"),
+        Err(e) => return error(e),
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    state
+        .index
+        .submit_check(request.documents, request.insert, move |r| {
+            let _ = tx.send(r);
+        });
+    answered(rx).await
+}
+
+async fn insert(State(state): State<Shared>, body: Body) -> Response {
+    let request = match decode(&state, Route::Insert, body).await {
+        Ok(Request::Insert(r)) => r,
+        Ok(_) => unreachable!("the insert route decodes inserts"),
+        Err(e) => return error(e),
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    state.index.submit_insert(request.documents, move |r| {
+        let _ = tx.send(r);
+    });
+    answered(rx).await
+}
+
+async fn query(State(state): State<Shared>, body: Body) -> Response {
+    let request = match decode(&state, Route::Query, body).await {
+        Ok(Request::Query(r)) => r,
+        Ok(_) => unreachable!("the query route decodes queries"),
+        Err(e) => return error(e),
+    };
+    json(&BatchResponse {
+        results: state.index.query(&request.documents),
+    })
+}
+
+async fn get_document(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+    match state.index.get(&id) {
+        Some(d) => json(&d),
+        None => error(ApiError {
+            status: 404,
+            message: format!("no document `{id}` in the index"),
+        }),
+    }
+}
+
+async fn delete_document(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    state.index.submit_delete(id, move |r| {
+        let _ = tx.send(r);
+    });
+    let response = answered(rx).await;
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    // 404 when there was nothing to delete, with the same JSON body.
+    let (mut parts, body) = response.into_parts();
+    let bytes = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    if serde_json::from_slice::<api::DeleteResponse>(&bytes).is_ok_and(|d| !d.deleted) {
+        parts.status = StatusCode::NOT_FOUND;
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+async fn stats(State(state): State<Shared>) -> Response {
+    let stats = state.index.stats();
+    let mut value = serde_json::to_value(&stats).expect("stats serialise");
+    value["server"] = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_seconds": state.started.elapsed().as_secs_f64(),
+        "limits": state.options.limits,
+        "token_required": state.options.token.is_some(),
+    });
+    json(&value)
+}
+
+async fn healthz(State(state): State<Shared>) -> Response {
+    match state.index.stats().poisoned {
+        None => (StatusCode::OK, "ok\n").into_response(),
+        Some(why) => error(ApiError {
+            status: 503,
+            message: why,
+        }),
+    }
+}
+
+async fn metrics(State(state): State<Shared>) -> Response {
+    let text = state.metrics.render(&state.index.stats());
+    let mut r = Response::new(Body::from(text));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
+}
+
+/// The page at `GET /`: self-contained (no script or style from elsewhere).
+pub const PAGE: &str = include_str!("page.html");
+
+async fn page() -> Response {
+    let mut r = Response::new(Body::from(PAGE));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    r.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
+        ),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listening_off_loopback_needs_a_token() {
+        let at = |addr: &str, token: Option<&str>| {
+            check_listen(&ServerOptions {
+                listen: addr.parse().unwrap(),
+                token: token.map(str::to_string),
+                ..Default::default()
+            })
+        };
+        assert!(at("127.0.0.1:1", None).is_ok());
+        assert!(at("[::1]:1", None).is_ok());
+        let e = at("0.0.0.0:1", None).unwrap_err().to_string();
+        assert!(e.contains("not a loopback address"), "{e}");
+        assert!(at("0.0.0.0:1", Some("s3cret")).is_ok());
+        assert!(at("127.0.0.1:1", Some("")).is_err());
+    }
+
+    #[test]
+    fn route_labels_hide_ids() {
+        assert_eq!(route_label("/v1/documents/secret-id"), "/v1/documents/{id}");
+        assert_eq!(route_label("/v1/nope"), "other");
+    }
+
+    #[test]
+    fn the_page_loads_nothing_from_elsewhere() {
+        for needle in ["<script src", "<link", "@import", "<img", "https://"] {
+            assert!(!PAGE.contains(needle), "the page has {needle}");
+        }
+        // The only absolute URL is the SVG namespace, which is a name, not something fetched.
+        assert_eq!(PAGE.matches("http://").count(), 1);
+        assert!(PAGE.contains("\"http://www.w3.org/2000/svg\""));
+    }
+}
