@@ -3,11 +3,13 @@
 //! calls take plain option structs and return values and reports.
 
 pub mod args;
+pub mod check;
 pub mod dedup;
 pub mod exact;
 pub mod r#gen;
 pub mod run;
 pub mod scurve;
+pub mod serve;
 pub mod sketch;
 pub mod term;
 pub mod tune;
@@ -47,6 +49,10 @@ pub enum Command {
     Dedup(Box<dedup::DedupArgs>),
     /// Run an experiment config (TOML): sweeps to CSV, markdown and plots under results/, with self-checks.
     Run(run::RunArgs),
+    /// The online service: a durable near-duplicate index over HTTP (check, query, insert, delete)
+    Serve(Box<serve::ServeArgs>),
+    /// Stream a corpus through a running `lshbench serve` and write the near-duplicate pairs it reports
+    Check(Box<check::CheckArgs>),
 }
 
 /// Parses the command line, runs the subcommand, prints an error (with its causes) and exits non-zero on failure.
@@ -72,6 +78,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Exact(args) => exact::run(&args),
         Command::Dedup(args) => dedup::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Serve(args) => serve::run(&args),
+        Command::Check(args) => check::run(&args),
     }
 }
 

@@ -222,9 +222,9 @@ pub struct Stats {
     pub snapshot: Option<(u64, u64)>,
     /// Documents checked, inserted, queried, deleted; near-duplicates reported; writes refused.
     pub counts: serde_json::Value,
-    /// Group commits and the writes they carried (their ratio is the mean group size).
+    /// Group commits (log syncs) since the index was opened.
     pub group_commits: u64,
-    /// Writes in those groups.
+    /// Writes (insertions and deletions) those groups carried: their ratio is the mean group size.
     pub group_writes: u64,
     /// Whether writes are refused until a restart.
     pub poisoned: Option<String>,
@@ -939,7 +939,6 @@ impl Writer {
         let mut undo: Vec<Undo> = Vec::new();
         let mut deleted: Vec<u32> = Vec::new();
         let mut answers: Vec<(Reply, Result<Outcome, WriteError>)> = Vec::new();
-        let mut ops_done = 0u64;
         self.buf.clear();
         for job in jobs {
             let Job { ops, reply } = job;
@@ -974,7 +973,6 @@ impl Writer {
                     continue;
                 }
             }
-            ops_done += ops.len() as u64;
             let outcome = self.apply_job(ops, &mut undo, &mut deleted);
             answers.push((reply, Ok(outcome)));
         }
@@ -1006,8 +1004,12 @@ impl Writer {
                     sh.visible.store(v + inserted - removed, Ordering::Release);
                     sh.durable.store(self.next_seq - 1, Ordering::Release);
                 }
-                sh.counters.groups.fetch_add(1, Ordering::Relaxed);
-                sh.counters.group_ops.fetch_add(ops_done, Ordering::Relaxed);
+                if self.next_seq > start_seq {
+                    sh.counters.groups.fetch_add(1, Ordering::Relaxed);
+                    sh.counters
+                        .group_ops
+                        .fetch_add(self.next_seq - start_seq, Ordering::Relaxed);
+                }
                 for (reply, answer) in answers {
                     if let Ok(Outcome::Docs(docs)) = &answer {
                         let c = &sh.counters;
