@@ -352,9 +352,24 @@ async fn method_not_allowed() -> Response {
     })
 }
 
-/// Reads a body under the size limit and the body timeout.
-async fn read_body(body: Body, options: &ServerOptions) -> Result<axum::body::Bytes, ApiError> {
+/// Reads a body under the size limit and the body timeout. A body announced larger than the limit is refused
+/// before any of it is read.
+async fn read_body(
+    request: axum::extract::Request,
+    options: &ServerOptions,
+) -> Result<axum::body::Bytes, ApiError> {
     let limit = options.limits.max_body_bytes;
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = announced.filter(|&n| n > limit as u64) {
+        return Err(ApiError::too_large(format!(
+            "the request body is {n} bytes, over the limit of {limit} bytes (--max-body-bytes)"
+        )));
+    }
+    let body = request.into_body();
     let limited = http_body_util::Limited::new(body, limit);
     match tokio::time::timeout(options.body_timeout, limited.collect()).await {
         Err(_) => Err(ApiError {
@@ -379,9 +394,20 @@ async fn read_body(body: Body, options: &ServerOptions) -> Result<axum::body::By
     }
 }
 
-async fn decode(state: &Shared, route: Route, body: Body) -> Result<Request, ApiError> {
-    let bytes = read_body(body, &state.options).await?;
-    api::decode(route, &bytes, &state.options.limits)
+/// The request's body, decoded for `route`. A body that could not be read whole (too large, too slow, cut off)
+/// is answered with `Connection: close`: the rest of it may still be on its way.
+async fn decode(
+    state: &Shared,
+    route: Route,
+    request: axum::extract::Request,
+) -> Result<Request, Response> {
+    let bytes = read_body(request, &state.options).await.map_err(|e| {
+        let mut r = error(e);
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    })?;
+    api::decode(route, &bytes, &state.options.limits).map_err(error)
 }
 
 /// Waits for the writer's answer.
@@ -394,11 +420,11 @@ async fn answered(rx: tokio::sync::oneshot::Receiver<Result<Outcome, WriteError>
     }
 }
 
-async fn check(State(state): State<Shared>, body: Body) -> Response {
-    let request = match decode(&state, Route::Check, body).await {
+async fn check(State(state): State<Shared>, request: axum::extract::Request) -> Response {
+    let request = match decode(&state, Route::Check, request).await {
         Ok(Request::Check(r)) => r,
         Ok(_) => unreachable!("the check route decodes checks"),
-        Err(e) => return error(e),
+        Err(r) => return r,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     state
@@ -409,11 +435,11 @@ async fn check(State(state): State<Shared>, body: Body) -> Response {
     answered(rx).await
 }
 
-async fn insert(State(state): State<Shared>, body: Body) -> Response {
-    let request = match decode(&state, Route::Insert, body).await {
+async fn insert(State(state): State<Shared>, request: axum::extract::Request) -> Response {
+    let request = match decode(&state, Route::Insert, request).await {
         Ok(Request::Insert(r)) => r,
         Ok(_) => unreachable!("the insert route decodes inserts"),
-        Err(e) => return error(e),
+        Err(r) => return r,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     state.index.submit_insert(request.documents, move |r| {
@@ -422,11 +448,11 @@ async fn insert(State(state): State<Shared>, body: Body) -> Response {
     answered(rx).await
 }
 
-async fn query(State(state): State<Shared>, body: Body) -> Response {
-    let request = match decode(&state, Route::Query, body).await {
+async fn query(State(state): State<Shared>, request: axum::extract::Request) -> Response {
+    let request = match decode(&state, Route::Query, request).await {
         Ok(Request::Query(r)) => r,
         Ok(_) => unreachable!("the query route decodes queries"),
-        Err(e) => return error(e),
+        Err(r) => return r,
     };
     json(&BatchResponse {
         results: state.index.query(&request.documents),
