@@ -81,13 +81,6 @@ impl Server {
         assert!(status.success());
         self.child.take().unwrap().wait().unwrap()
     }
-
-    /// SIGKILL: no chance to flush anything.
-    fn kill9(mut self) {
-        let mut c = self.child.take().unwrap();
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
 }
 
 impl Drop for Server {
@@ -396,7 +389,7 @@ fn hostile_clients_get_a_status_and_a_message_and_never_hurt_the_index() {
         (request("POST", "/v1/insert", r#"{"documents":[{"id":"","text":"x"}]}"#), 400, "id is empty"),
         (request("POST", "/v1/query", r#"{"documents":"all"}"#), 400, "invalid type"),
         (
-            request("POST", "/v1/check", &format!(r#"{{"documents":[{}]}}"#, vec![r#"{"id":"a","text":"x"}"#; 6].join(","))),
+            request("POST", "/v1/check", &format!(r#"{{"documents":[{}]}}"#, [r#"{"id":"a","text":"x"}"#; 6].join(","))),
             413,
             "6 documents in one request",
         ),

@@ -18,9 +18,12 @@ import numpy as np
 
 from . import _lshbench
 from ._lshbench import __version__, isas, kernels
+from .client import Client, ServerError
 
 __all__ = [
+    "Client",
     "LSHIndex",
+    "ServerError",
     "__version__",
     "band_keys",
     "dedup",

@@ -46,7 +46,7 @@ pub struct DocRecord {
     pub empty: bool,
     /// Its signature, k slots.
     pub signature: Vec<u32>,
-    /// Its text, compressed ([`super::store::compress`]), when texts are kept.
+    /// Its text, zstd-compressed behind its length, when texts are kept.
     pub text: Option<Vec<u8>>,
 }
 

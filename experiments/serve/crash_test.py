@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Crash test of `lshbench serve`: kill -9 at random moments under load from several clients, and check what
+survives.
+
+    python3 experiments/serve/crash_test.py --bin target/release/lshbench --kills 100 --out results/serve/crash.md
+
+Each round starts the server on the same index directory, loads it from CLIENTS threads (each its own
+connection: checks of 1 to 8 mails under fresh ids, and now and then a deletion of a document it inserted), and
+SIGKILLs it after a random 0.1 to 1.2 s. After the restart it checks, for every document ever sent:
+
+- every acknowledged insertion is present, with the sequence number and text it was acknowledged with, and every
+  acknowledged deletion is absent (acknowledged in any earlier round too: the index only grows by what was
+  acknowledged or whole);
+- every insertion sent but not acknowledged (cut off by the kill) is absent or present whole, with its text;
+- query answers (near-duplicates, estimates and exact Jaccard) for a sample of texts equal those of an index
+  rebuilt from scratch, in another directory, from the documents the recovered index holds (the acknowledged ones
+  and the unacknowledged ones that made it whole), inserted in their sequence order.
+
+Exit status 0 when every round passes. Needs the lshbench Python package (for lshbench.Client) and the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from lshbench import Client
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Server:
+    def __init__(self, binary: str, index: Path, *args: str):
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--index", str(index), "--listen", "127.0.0.1:0", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        line = self.proc.stdout.readline()
+        if not line.startswith("listening on "):
+            self.proc.wait(timeout=60)
+            raise SystemExit(f"serve did not start: {line}{self.proc.stderr.read()}")
+        self.url = line.split()[-1]
+        self.log = []
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+
+    def kill9(self):
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=60)
+
+    def stop(self):
+        self.proc.terminate()
+        return self.proc.wait(timeout=120)
+
+
+def read_corpus(path: Path):
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line)["text"] for line in f]
+
+
+class State:
+    """What the clients were told, over all rounds."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.acked = {}  # id -> (seq, text): acknowledged insertions not deleted since
+        self.deleted = set()  # ids whose deletion was acknowledged
+        self.unsure_insert = {}  # id -> text: sent, no answer
+        self.unsure_delete = set()  # ids whose deletion was sent, no answer
+
+
+def client_load(url, texts, state, rng_seed, round_no, client_no, stop, budget, errors):
+    rng = random.Random(rng_seed)
+    c = Client(url, timeout=30)
+    mine = []
+    n = 0
+    try:
+        while not stop.is_set() and budget[0] > 0:
+            if mine and rng.random() < 0.1:
+                victim = mine.pop(rng.randrange(len(mine)))
+                with state.lock:
+                    state.unsure_delete.add(victim)
+                ok = c.delete(victim)
+                with state.lock:
+                    state.unsure_delete.discard(victim)
+                    assert ok, f"deleting {victim}, which this client inserted"
+                    state.acked.pop(victim)
+                    state.deleted.add(victim)
+                continue
+            k = rng.randint(1, 8)
+            batch = []
+            for _ in range(k):
+                text = rng.choice(texts)
+                if rng.random() < 0.5:
+                    # A near-duplicate of a mail: a few characters changed.
+                    cut = rng.randrange(max(1, len(text)))
+                    text = text[:cut] + rng.choice(["!", " x ", "\n", ""]) + text[cut + 1 :]
+                batch.append((f"k{round_no}-c{client_no}-{n}", text))
+                n += 1
+            with state.lock:
+                budget[0] -= k
+                for i, t in batch:
+                    state.unsure_insert[i] = t
+            results = c.check(batch)
+            with state.lock:
+                for (i, t), r in zip(batch, results):
+                    assert r["inserted"] and r["id"] == i, r
+                    del state.unsure_insert[i]
+                    state.acked[i] = (r["seq"], t)
+                    mine.append(i)
+    except OSError:  # the kill: whatever was in flight stays unsure
+        pass
+    except Exception as e:  # noqa: BLE001 - anything else (a refused request, a wrong answer) fails the test
+        errors.append(f"client {client_no} in round {round_no}: {type(e).__name__}: {e}")
+
+
+def verify(binary, server, state, texts, rng, tmp, round_no):
+    """The checks after a restart; returns a line of counts. Raises AssertionError on a violation."""
+    c = Client(server.url, timeout=120)
+    present = 0
+    for i, (seq, text) in state.acked.items():
+        d = c.get(i)
+        assert d is not None, f"round {round_no}: acknowledged document {i} is missing"
+        assert d["seq"] == seq and d["text"] == text, f"round {round_no}: {i} came back changed: {d}"
+        present += 1
+    for i in state.deleted:
+        assert c.get(i) is None, f"round {round_no}: the acknowledged deletion of {i} was lost"
+    whole = lost = 0
+    for i, text in list(state.unsure_insert.items()):
+        d = c.get(i)
+        if d is None:
+            lost += 1
+        else:
+            assert d["text"] == text, f"round {round_no}: unacknowledged {i} is half present: {d}"
+            state.acked[i] = (d["seq"], text)
+            whole += 1
+    state.unsure_insert.clear()
+    for i in list(state.unsure_delete):
+        if c.get(i) is None:
+            state.acked.pop(i, None)
+            state.deleted.add(i)
+    state.unsure_delete.clear()
+    stats = c.stats()
+    assert stats["documents"] == len(state.acked), (
+        f"round {round_no}: the index holds {stats['documents']} documents, the clients know of {len(state.acked)}"
+    )
+    # An index rebuilt from scratch from exactly these documents answers queries the same way.
+    ref_dir = tmp / f"reference-{round_no}"
+    ref = Server(binary, ref_dir, "--create")
+    try:
+        rc = Client(ref.url, timeout=300)
+        docs = sorted(state.acked.items(), key=lambda kv: kv[1][0])
+        for start in range(0, len(docs), 1000):
+            rc.insert([(i, t) for i, (_, t) in docs[start : start + 1000]])
+        sample = [rng.choice(texts) for _ in range(100)]
+
+        def answers(client):
+            out = []
+            for r in client.query(sample):
+                out.append(sorted((d["id"], d["estimate"], d.get("jaccard")) for d in r["duplicates"]))
+            return out
+
+        got, want = answers(c), answers(rc)
+        assert got == want, f"round {round_no}: query answers differ from the rebuilt index's"
+        found = sum(len(a) for a in got)
+    finally:
+        ref.stop()
+        subprocess.run(["rm", "-rf", str(ref_dir)], check=False)
+    recovery = stats["recovery"]
+    return (
+        f"{present} acknowledged present, {len(state.deleted)} deletions held, {whole} unacknowledged whole, "
+        f"{lost} unacknowledged absent; {found} near-duplicates in 100 queries as rebuilt; recovery "
+        f"{recovery['seconds']:.3f} s, {recovery['cut_bytes']} bytes cut"
+    )
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=str(ROOT / "target/release/lshbench"))
+    ap.add_argument("--kills", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--docs-per-round", type=int, default=1500, help="at most this many documents sent per round")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--corpus", default=str(ROOT / "data/spamassassin.jsonl.gz"))
+    ap.add_argument("--out", help="also write the log as markdown here")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    texts = read_corpus(Path(args.corpus))
+    state = State()
+    lines = []
+    t_all = time.time()
+    with tempfile.TemporaryDirectory(prefix="lshbench-crash-") as tmp:
+        tmp = Path(tmp)
+        index = tmp / "index"
+        server = Server(args.bin, index, "--create")
+        for round_no in range(1, args.kills + 1):
+            stop = threading.Event()
+            budget = [args.docs_per_round]
+            errors = []
+            threads = [
+                threading.Thread(
+                    target=client_load,
+                    args=(server.url, texts, state, rng.random(), round_no, k, stop, budget, errors),
+                    daemon=True,
+                )
+                for k in range(args.clients)
+            ]
+            for t in threads:
+                t.start()
+            time.sleep(rng.uniform(0.1, 1.2))
+            server.kill9()
+            stop.set()
+            for t in threads:
+                t.join(timeout=60)
+            assert not errors, "\n".join(errors)
+            sent = len(state.acked) + len(state.unsure_insert)
+            server = Server(args.bin, index)
+            line = f"kill {round_no}: {sent} documents sent in all; " + verify(
+                args.bin, server, state, texts, rng, tmp, round_no
+            )
+            print(line, flush=True)
+            lines.append(line)
+        assert server.stop() == 0, "SIGTERM after the last round exits 0"
+    total = time.time() - t_all
+    summary = f"{args.kills} kills, {args.clients} clients, {total:.1f} s: every check passed"
+    print(summary)
+    if args.out:
+        cpu = ""
+        try:
+            cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+        except (OSError, StopIteration):
+            pass
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        Path(args.out).write_text(
+            "# Crash test of lshbench serve\n\n"
+            f"Command: `python3 experiments/serve/crash_test.py --bin {args.bin} --kills {args.kills} "
+            f"--clients {args.clients} --docs-per-round {args.docs_per_round} --seed {args.seed} --out {args.out}`\n\n"
+            f"Machine: {os.cpu_count()} logical CPUs, {cpu}, Linux {platform.release()}; commit {commit}.\n\n"
+            f"{summary}.\n\n```text\n" + "\n".join(lines) + "\n```\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
