@@ -163,7 +163,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
         .as_str()
         .unwrap_or("exact")
         .to_string();
-    let mut reader = args.reader.open()?;
+    let mut reader = args.reader.open(crate::arch::Dispatch::detect())?;
     let t0 = Instant::now();
     let bar = Bar::new("checking");
     let mut tally = Tally::default();

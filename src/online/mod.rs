@@ -761,7 +761,15 @@ fn find(
                 (Some(x), Some(y)) => Some((x, y)),
                 _ => None,
             };
-            let pair = dedup::check_pair(b.verify, t, 0, 0, || c.estimate, sets)?;
+            let pair = dedup::check_pair(
+                b.verify,
+                t,
+                0,
+                0,
+                || c.estimate,
+                sets,
+                b.shingler.dispatch(),
+            )?;
             Some(Duplicate {
                 id: c.id.to_string(),
                 seq: c.seq,
