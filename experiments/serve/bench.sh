@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Load benchmark of `lshbench serve` (issue 49, point 6), with datasketch's MinHashLSH on Redis on the same stream:
+#   bash experiments/serve/bench.sh [DOCS [OUT]]          # default 1000000 documents, results/serve
+# DOCS documents of about 1.5 KB from `lshbench gen` (seed 7) are checked into a new index (word 3-gram
+# shingles, threshold 0.5: 35 bands x 3 rows, exact verification; PARAMS overrides), one document per request
+# (POST /v1/check, insert always), by wrk with experiments/serve/wrk_check.lua at 1, 16 and 64 concurrent
+# connections, each run into its own new index growing to DOCS: documents per second, p50 and p99 latency. After
+# each run: memory and disk per document (GET /v1/stats), then kill -9 and the time until the restarted server
+# listens (recovery of the whole index). Then datasketch (experiments/serve/datasketch_redis.py) with 16 worker
+# processes on Debian's redis-server, stopped after DATASKETCH_SECONDS (default 900), and lshbench again at 16
+# clients on the same number of documents datasketch reached, for the comparison at equal index size.
+# Needs: wrk and redis-server (Debian), a Python with datasketch and redis (PY, default python3), a quiet machine
+# (see TEAM.md / BENCHMARKING.md): nothing else compiling or testing. Writes OUT/*.json, OUT/*.txt and
+# OUT/summary.md; scratch files (about 3 x DOCS x 1.6 KB) go under SERVE_BENCH_WORK (default /tmp), removed at
+# the end.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+docs=${1:-1000000}
+out=${2:-results/serve}
+work=${SERVE_BENCH_WORK:-/tmp}/lshbench-serve-bench
+py=${PY:-python3}
+ds_seconds=${DATASKETCH_SECONDS:-900}
+bin=target/release/lshbench
+# Character 5-grams at 0.5, dedup's default, make about 4% of this corpus's unrelated pairs candidates (its
+# Zipfian words share many 5-grams): a query would meet thousands of candidates at 1M documents. Word 3-grams
+# separate them (BENCHMARKING.md's note in the guide's serve chapter).
+read -r -a params <<<"${PARAMS:---shingle word:3 --threshold 0.5}"
+mkdir -p "$out" "$work"
+cargo build --release --locked --bin lshbench
+
+{
+    echo "command: bash experiments/serve/bench.sh $docs $out"
+    echo "index parameters: ${params[*]}"
+    echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src Cargo.toml || echo ' (with uncommitted changes)')"
+    echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) logical CPUs"
+    echo "flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512bw|avx512vbmi' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+    echo "kernel: $(uname -r); memory: $(free -g | awk '/Mem:/ {print $2}') GiB"
+    echo "disk of the index: $(df -hT "$work" | awk 'NR==2 {print $2, $3}')"
+    echo "lshbench: $($bin info >"$work/info.txt" && head -n 1 "$work/info.txt")"
+    echo "wrk: $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2); redis: $(redis-server --version | cut -d' ' -f3)"
+    echo "datasketch: $($py -c 'import importlib.metadata as m; print(m.version("datasketch"))')"
+} >"$out/machine.txt"
+cat "$out/machine.txt"
+
+corpus=$work/corpus.jsonl
+if [ ! -f "$corpus" ] || [ "$(wc -l <"$corpus")" -ne "$docs" ]; then
+    $bin gen --docs "$docs" --mean-len 1500 --seed 7 --output "$corpus"
+fi
+
+# Starts `serve` on INDEX with ARGS; sets pid and url.
+start_server() {
+    local index=$1
+    shift
+    rm -f "$work/serve.out"
+    $bin serve --index "$index" --listen 127.0.0.1:0 "$@" >"$work/serve.out" 2>>"$work/serve.err" &
+    pid=$!
+    for _ in $(seq 600); do
+        if grep -q '^listening on ' "$work/serve.out" 2>/dev/null; then
+            url=$(sed -n 's/^listening on //p' "$work/serve.out")
+            return 0
+        fi
+        sleep 0.05
+    done
+    echo "serve did not start" >&2
+    exit 1
+}
+
+# One wrk run of N documents at C connections into a new index; writes OUT/lshbench-cC[-nN].*.
+run_lshbench() {
+    local c=$1 n=$2 tag=$3
+    local threads=$((c < 2 ? c : 2))
+    rm -f "$work"/bodies.*
+    # wrk asks each thread's script for one request before the first it sends, and drops it: each file starts
+    # with an empty check (a no-op if it were sent).
+    head -n "$n" "$corpus" | awk -v T="$threads" -v P="$work/bodies" \
+        'BEGIN { for (t = 0; t < T; t++) print "{\"documents\":[]}" > (P "." t) }
+         { print "{\"documents\":[" $0 "]}" > (P "." ((NR - 1) % T)) }'
+    local index=$work/index
+    rm -rf "$index"
+    start_server "$index" --create "${params[@]}"
+    sleep 1
+    echo "== lshbench serve, $c clients, $n documents"
+    # wrk runs until -d ends even when every thread has stopped, so it is interrupted (it then prints its
+    # summary) once the index holds all N documents; the poll adds at most 0.1 s to a run of minutes.
+    wrk -t"$threads" -c"$c" -d3600s --timeout 30s -s experiments/serve/wrk_check.lua "$url" -- "$work/bodies" \
+        >"$out/lshbench-$tag.wrk.txt" &
+    local wrk_pid=$!
+    local last=-1 same=0 now
+    while true; do
+        sleep 0.1
+        now=$(curl -s "$url/v1/stats" | $py -c 'import json,sys; print(json.load(sys.stdin)["documents"])')
+        [ "$now" -ge "$n" ] && break
+        if [ "$now" -eq "$last" ]; then same=$((same + 1)); else same=0; fi
+        if [ "$same" -gt 600 ]; then
+            echo "no progress for 60 s at $now documents" >&2
+            kill -INT "$wrk_pid"
+            exit 1
+        fi
+        last=$now
+    done
+    kill -INT "$wrk_pid"
+    wait "$wrk_pid" || true
+    cat "$out/lshbench-$tag.wrk.txt"
+    tail -n 1 "$out/lshbench-$tag.wrk.txt" | $py -c "import json,sys; w=json.load(sys.stdin); w['documents']=$n; print(json.dumps(w))" \
+        >"$out/lshbench-$tag.json"
+    curl -s "$url/v1/stats" >"$out/lshbench-$tag.stats.json"
+    curl -s "$url/metrics" | grep -E '^lshbench_(documents|memory|resident|disk|log|group)' >"$out/lshbench-$tag.metrics.txt"
+    # kill -9 at DOCS documents, then the time until the restarted server answers.
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null || true
+    local t0 t1
+    t0=$(date +%s.%N)
+    start_server "$index"
+    t1=$(date +%s.%N)
+    curl -s "$url/v1/stats" | $py -c "import json,sys; s=json.load(sys.stdin); print(json.dumps({'documents': s['documents'], 'until_listening_s': round($t1 - $t0, 3), 'recovery': s['recovery'], 'resident_bytes_after_recovery': s['resident_bytes']}))" \
+        >"$out/lshbench-$tag.recovery.json"
+    cat "$out/lshbench-$tag.recovery.json"
+    kill -TERM "$pid"
+    wait "$pid" || true
+    du -sb "$index" | cut -f1 >"$out/lshbench-$tag.du.txt"
+    rm -rf "$index" "$work"/bodies.*
+}
+
+for c in 1 16 64; do
+    run_lshbench "$c" "$docs" "c$c"
+done
+
+# datasketch on Redis, 16 workers, the same stream.
+port=6390
+redis-server --port $port --save '' --appendonly no --daemonize yes --pidfile "$work/redis.pid" \
+    --logfile "$work/redis.log" --dir "$work"
+sleep 1
+redis-cli -p $port flushall >/dev/null
+echo "== datasketch MinHashLSH on Redis, 16 workers (at most $ds_seconds s)"
+$py experiments/serve/datasketch_redis.py --input "$corpus" --workers 16 --redis-port $port \
+    --max-seconds "$ds_seconds" --out "$out/datasketch-w16.json"
+redis-cli -p $port info memory | grep -E '^used_memory:' >"$out/datasketch-w16.redis-memory.txt"
+redis-cli -p $port shutdown nosave >/dev/null || true
+ds_docs=$($py -c "import json; print(json.load(open('$out/datasketch-w16.json'))['documents'])")
+# lshbench on the same number of documents, for the comparison at equal index size.
+if [ "$ds_docs" -lt "$docs" ]; then
+    run_lshbench 16 "$ds_docs" "c16-n$ds_docs"
+fi
+
+$py experiments/serve/summarize.py "$out" "$docs" "$ds_docs" | tee "$out/summary.md"
+rm -rf "$work"
