@@ -5,16 +5,17 @@ survives.
     python3 experiments/serve/crash_test.py --bin target/release/lshbench --kills 100 --out results/serve/crash.md
 
 Each round starts the server on the same index directory, loads it from CLIENTS threads (each its own
-connection: checks of 1 to 8 mails under fresh ids, and now and then a deletion of a document it inserted), and
-SIGKILLs it after a random 0.1 to 1.2 s. After the restart it checks, for every document ever sent:
+connection, paced: checks of 1 to 8 mails, half of them edited into near-duplicates, under fresh ids, and now and
+then a deletion of a document it inserted), and SIGKILLs it after a random 0.1 to 1.2 s. After the restart:
 
-- every acknowledged insertion is present, with the sequence number and text it was acknowledged with, and every
-  acknowledged deletion is absent (acknowledged in any earlier round too: the index only grows by what was
-  acknowledged or whole);
+- every insertion acknowledged since the last round (and 1,000 older ones drawn at random; all of them after
+  the last kill) is present with the sequence number and text it was acknowledged with, every deletion
+  acknowledged since then is absent (all of them after the last kill), and the index holds exactly as many
+  documents as the clients know of;
 - every insertion sent but not acknowledged (cut off by the kill) is absent or present whole, with its text;
-- query answers (near-duplicates, estimates and exact Jaccard) for a sample of texts equal those of an index
-  rebuilt from scratch, in another directory, from the documents the recovered index holds (the acknowledged ones
-  and the unacknowledged ones that made it whole), inserted in their sequence order.
+- query answers (near-duplicates, estimates and exact Jaccard) for 100 texts drawn from the corpus equal those of
+  a reference index, in another directory, that holds exactly the documents the recovered index should (the
+  acknowledged ones and the unacknowledged ones that made it whole), inserted fresh in sequence order.
 
 Exit status 0 when every round passes. Needs the lshbench Python package (for lshbench.Client) and the CLI.
 """
@@ -79,6 +80,8 @@ class State:
         self.deleted = set()  # ids whose deletion was acknowledged
         self.unsure_insert = {}  # id -> text: sent, no answer
         self.unsure_delete = set()  # ids whose deletion was sent, no answer
+        self.fresh = set()  # ids acknowledged since the last checks
+        self.deleted_now = set()  # deletions acknowledged since the last checks
 
 
 def client_load(url, texts, state, rng_seed, round_no, client_no, stop, budget, errors):
@@ -98,6 +101,8 @@ def client_load(url, texts, state, rng_seed, round_no, client_no, stop, budget, 
                     assert ok, f"deleting {victim}, which this client inserted"
                     state.acked.pop(victim)
                     state.deleted.add(victim)
+                    state.deleted_now.add(victim)
+                    state.fresh.discard(victim)
                 continue
             k = rng.randint(1, 8)
             batch = []
@@ -119,25 +124,37 @@ def client_load(url, texts, state, rng_seed, round_no, client_no, stop, budget, 
                     assert r["inserted"] and r["id"] == i, r
                     del state.unsure_insert[i]
                     state.acked[i] = (r["seq"], t)
+                    state.fresh.add(i)
                     mine.append(i)
+            # Paced, so that a round's kill lands while the clients are sending.
+            time.sleep(rng.uniform(0, 0.02))
     except OSError:  # the kill: whatever was in flight stays unsure
         pass
     except Exception as e:  # noqa: BLE001 - anything else (a refused request, a wrong answer) fails the test
         errors.append(f"client {client_no} in round {round_no}: {type(e).__name__}: {e}")
 
 
-def verify(binary, server, state, texts, rng, tmp, round_no):
-    """The checks after a restart; returns a line of counts. Raises AssertionError on a violation."""
+def verify(server, reference, state, fresh, texts, rng, round_no, full):
+    """The checks after a restart; returns a line of counts. Raises AssertionError on a violation.
+
+    `fresh` are the ids acknowledged since the last round's checks; they are all looked up, and so is a sample
+    of 1,000 older ones (all of them when `full`); the index's document count must equal the clients' count
+    whatever the sample. `reference` holds exactly what the recovered index should: it is brought up to date
+    here (insertions in sequence order, deletions) and answers the same queries."""
     c = Client(server.url, timeout=120)
-    present = 0
-    for i, (seq, text) in state.acked.items():
+    older = [i for i in state.acked if i not in fresh]
+    look = list(fresh) + (older if full else rng.sample(older, min(1000, len(older))))
+    for i in look:
+        if i not in state.acked:
+            continue
+        seq, text = state.acked[i]
         d = c.get(i)
         assert d is not None, f"round {round_no}: acknowledged document {i} is missing"
         assert d["seq"] == seq and d["text"] == text, f"round {round_no}: {i} came back changed: {d}"
-        present += 1
-    for i in state.deleted:
+    for i in state.deleted if full else state.deleted_now:
         assert c.get(i) is None, f"round {round_no}: the acknowledged deletion of {i} was lost"
     whole = lost = 0
+    new_docs = [i for i in fresh if i in state.acked]
     for i, text in list(state.unsure_insert.items()):
         d = c.get(i)
         if d is None:
@@ -145,44 +162,44 @@ def verify(binary, server, state, texts, rng, tmp, round_no):
         else:
             assert d["text"] == text, f"round {round_no}: unacknowledged {i} is half present: {d}"
             state.acked[i] = (d["seq"], text)
+            new_docs.append(i)
             whole += 1
     state.unsure_insert.clear()
+    gone = list(state.deleted_now)
     for i in list(state.unsure_delete):
         if c.get(i) is None:
             state.acked.pop(i, None)
             state.deleted.add(i)
+            gone.append(i)
+            if i in new_docs:
+                new_docs.remove(i)
     state.unsure_delete.clear()
+    state.deleted_now = set()
     stats = c.stats()
     assert stats["documents"] == len(state.acked), (
         f"round {round_no}: the index holds {stats['documents']} documents, the clients know of {len(state.acked)}"
     )
-    # An index rebuilt from scratch from exactly these documents answers queries the same way.
-    ref_dir = tmp / f"reference-{round_no}"
-    ref = Server(binary, ref_dir, "--create")
-    try:
-        rc = Client(ref.url, timeout=300)
-        docs = sorted(state.acked.items(), key=lambda kv: kv[1][0])
-        for start in range(0, len(docs), 1000):
-            rc.insert([(i, t) for i, (_, t) in docs[start : start + 1000]])
-        sample = [rng.choice(texts) for _ in range(100)]
+    # The reference: the same documents, inserted fresh in sequence order, the deleted ones deleted.
+    rc = Client(reference.url, timeout=300)
+    new_docs.sort(key=lambda i: state.acked[i][0])
+    for start in range(0, len(new_docs), 1000):
+        rc.insert([(i, state.acked[i][1]) for i in new_docs[start : start + 1000]])
+    for i in gone:
+        rc.delete(i)
+    assert rc.stats()["documents"] == len(state.acked)
+    sample = [rng.choice(texts) for _ in range(100)]
 
-        def answers(client):
-            out = []
-            for r in client.query(sample):
-                out.append(sorted((d["id"], d["estimate"], d.get("jaccard")) for d in r["duplicates"]))
-            return out
+    def answers(client):
+        return [sorted((d["id"], d["estimate"], d.get("jaccard")) for d in r["duplicates"]) for r in client.query(sample)]
 
-        got, want = answers(c), answers(rc)
-        assert got == want, f"round {round_no}: query answers differ from the rebuilt index's"
-        found = sum(len(a) for a in got)
-    finally:
-        ref.stop()
-        subprocess.run(["rm", "-rf", str(ref_dir)], check=False)
+    got, want = answers(c), answers(rc)
+    assert got == want, f"round {round_no}: query answers differ from the rebuilt index's"
+    found = sum(len(a) for a in got)
     recovery = stats["recovery"]
     return (
-        f"{present} acknowledged present, {len(state.deleted)} deletions held, {whole} unacknowledged whole, "
-        f"{lost} unacknowledged absent; {found} near-duplicates in 100 queries as rebuilt; recovery "
-        f"{recovery['seconds']:.3f} s, {recovery['cut_bytes']} bytes cut"
+        f"{len(state.acked)} present ({len(look)} looked up), {len(state.deleted)} deletions held, {whole} "
+        f"unacknowledged whole, {lost} unacknowledged absent; {found} near-duplicates in 100 queries, as the "
+        f"rebuilt index; recovery {recovery['seconds']:.3f} s, {recovery['cut_bytes']} bytes cut"
     )
 
 
@@ -205,6 +222,7 @@ def main():
         tmp = Path(tmp)
         index = tmp / "index"
         server = Server(args.bin, index, "--create")
+        reference = Server(args.bin, tmp / "reference", "--create")
         for round_no in range(1, args.kills + 1):
             stop = threading.Event()
             budget = [args.docs_per_round]
@@ -225,14 +243,16 @@ def main():
             for t in threads:
                 t.join(timeout=60)
             assert not errors, "\n".join(errors)
-            sent = len(state.acked) + len(state.unsure_insert)
+            in_flight = len(state.unsure_insert) + len(state.unsure_delete)
             server = Server(args.bin, index)
-            line = f"kill {round_no}: {sent} documents sent in all; " + verify(
-                args.bin, server, state, texts, rng, tmp, round_no
+            fresh, state.fresh = state.fresh, set()
+            line = f"kill {round_no} ({in_flight} writes in flight): " + verify(
+                server, reference, state, fresh, texts, rng, round_no, full=round_no == args.kills
             )
             print(line, flush=True)
             lines.append(line)
         assert server.stop() == 0, "SIGTERM after the last round exits 0"
+        reference.stop()
     total = time.time() - t_all
     summary = f"{args.kills} kills, {args.clients} clients, {total:.1f} s: every check passed"
     print(summary)
