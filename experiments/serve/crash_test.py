@@ -145,7 +145,8 @@ def verify(server, reference, state, fresh, texts, rng, round_no, full):
     older = [i for i in state.acked if i not in fresh]
     look = list(fresh) + (older if full else rng.sample(older, min(1000, len(older))))
     for i in look:
-        if i not in state.acked:
+        # A document whose deletion was in flight may be either present or gone: it is looked at below.
+        if i not in state.acked or i in state.unsure_delete:
             continue
         seq, text = state.acked[i]
         d = c.get(i)
@@ -203,6 +204,44 @@ def verify(server, reference, state, fresh, texts, rng, round_no, full):
     )
 
 
+def run_rounds(args, rng, texts, state, lines, tmp, live):
+    """The kills; `live` holds the servers running, for the caller to stop whatever happens."""
+    index = tmp / "index"
+    live["server"] = Server(args.bin, index, "--create")
+    live["reference"] = Server(args.bin, tmp / "reference", "--create")
+    for round_no in range(1, args.kills + 1):
+        server = live["server"]
+        stop = threading.Event()
+        budget = [args.docs_per_round]
+        errors = []
+        threads = [
+            threading.Thread(
+                target=client_load,
+                args=(server.url, texts, state, rng.random(), round_no, k, stop, budget, errors),
+                daemon=True,
+            )
+            for k in range(args.clients)
+        ]
+        for t in threads:
+            t.start()
+        time.sleep(rng.uniform(0.1, 1.2))
+        server.kill9()
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors, "\n".join(errors)
+        in_flight = len(state.unsure_insert) + len(state.unsure_delete)
+        live["server"] = server = Server(args.bin, index)
+        fresh, state.fresh = state.fresh, set()
+        line = f"kill {round_no} ({in_flight} writes in flight): " + verify(
+            server, live["reference"], state, fresh, texts, rng, round_no, full=round_no == args.kills
+        )
+        print(line, flush=True)
+        lines.append(line)
+    assert live.pop("server").stop() == 0, "SIGTERM after the last round exits 0"
+    live.pop("reference").stop()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=str(ROOT / "target/release/lshbench"))
@@ -219,40 +258,14 @@ def main():
     lines = []
     t_all = time.time()
     with tempfile.TemporaryDirectory(prefix="lshbench-crash-") as tmp:
-        tmp = Path(tmp)
-        index = tmp / "index"
-        server = Server(args.bin, index, "--create")
-        reference = Server(args.bin, tmp / "reference", "--create")
-        for round_no in range(1, args.kills + 1):
-            stop = threading.Event()
-            budget = [args.docs_per_round]
-            errors = []
-            threads = [
-                threading.Thread(
-                    target=client_load,
-                    args=(server.url, texts, state, rng.random(), round_no, k, stop, budget, errors),
-                    daemon=True,
-                )
-                for k in range(args.clients)
-            ]
-            for t in threads:
-                t.start()
-            time.sleep(rng.uniform(0.1, 1.2))
-            server.kill9()
-            stop.set()
-            for t in threads:
-                t.join(timeout=60)
-            assert not errors, "\n".join(errors)
-            in_flight = len(state.unsure_insert) + len(state.unsure_delete)
-            server = Server(args.bin, index)
-            fresh, state.fresh = state.fresh, set()
-            line = f"kill {round_no} ({in_flight} writes in flight): " + verify(
-                server, reference, state, fresh, texts, rng, round_no, full=round_no == args.kills
-            )
-            print(line, flush=True)
-            lines.append(line)
-        assert server.stop() == 0, "SIGTERM after the last round exits 0"
-        reference.stop()
+        live = {}
+        try:
+            run_rounds(args, rng, texts, state, lines, Path(tmp), live)
+        finally:
+            for s in live.values():
+                if s.proc.poll() is None:
+                    s.proc.kill()
+                    s.proc.wait()
     total = time.time() - t_all
     summary = f"{args.kills} kills, {args.clients} clients, {total:.1f} s: every check passed"
     print(summary)
@@ -262,7 +275,9 @@ def main():
             cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
         except (OSError, StopIteration):
             pass
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
         Path(args.out).write_text(
             "# Crash test of lshbench serve\n\n"
             f"Command: `python3 experiments/serve/crash_test.py --bin {args.bin} --kills {args.kills} "
