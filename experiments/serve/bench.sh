@@ -122,7 +122,8 @@ run_lshbench() {
     rm -rf "$index" "$work"/bodies.*
 }
 
-for c in 1 16 64; do
+# 16 and 64 clients first, then datasketch, then 1 client (the longest run: one sync per document).
+for c in 16 64; do
     run_lshbench "$c" "$docs" "c$c"
 done
 
@@ -142,6 +143,8 @@ ds_docs=$($py -c "import json; print(json.load(open('$out/datasketch-w16.json'))
 if [ "$ds_docs" -lt "$docs" ]; then
     run_lshbench 16 "$ds_docs" "c16-n$ds_docs"
 fi
+
+run_lshbench 1 "$docs" c1
 
 $py experiments/serve/summarize.py "$out" "$docs" "$ds_docs" | tee "$out/summary.md"
 rm -rf "$work"

@@ -20,6 +20,9 @@ def main():
     rows = {}
     for c in (1, 16, 64):
         tag = f"c{c}"
+        if not (out / f"lshbench-{tag}.json").exists():
+            print(f"| {c} | not run | | | | | | | | |")
+            continue
         w, s, r = load(f"lshbench-{tag}.json"), load(f"lshbench-{tag}.stats.json"), load(f"lshbench-{tag}.recovery.json")
         rate = w["documents"] / w["seconds"]
         rows[c] = rate
@@ -43,6 +46,8 @@ def main():
     else:
         print(f"lshbench at 16 clients on the same stream: {rows[16] / ds['docs_per_second']:.1f} times datasketch's "
               "throughput.")
+    print("\nRegenerate: `bash experiments/serve/bench.sh` on a quiet machine (see BENCHMARKING.md); the raw wrk, "
+          "stats, metrics and recovery files are beside this summary.")
 
 
 if __name__ == "__main__":
