@@ -34,7 +34,7 @@ pub fn with_threads<T: Send>(
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tuning {
     /// `sketch`'s reading and writing threads go to the CPU left over beside the signing threads, when exactly
-    /// one is ([`spare_cpu`]), and poll their channels there before they sleep on them ([`send_polling`]).
+    /// one is ([`spare_cpu`]), and poll their channels there before they sleep on them (`send_polling`).
     pub bind_helpers: bool,
     /// `dedup`'s verification sets' mappings are advised for transparent huge pages
     /// ([`crate::exact::SetArena`]).

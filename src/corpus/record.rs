@@ -52,7 +52,7 @@ pub enum OnError {
 /// How to read a corpus: its format, where a record's id and text are, and what to do with bad records.
 #[derive(Clone, Debug)]
 pub struct ReaderOptions {
-    /// The format (`Auto`: from the path, see [`detect_format`]).
+    /// The format (`Auto`: from the path, see [`crate::corpus::reader::detect_format`]).
     pub format: InputFormat,
     /// JSONL: the id field (`None`: use "id" when present, else the record index).
     pub id_field: Option<String>,
