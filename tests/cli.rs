@@ -508,3 +508,104 @@ fn sketch_bits_writes_packed_signatures() {
         "{msg}"
     );
 }
+
+#[test]
+fn exact_takes_isa_and_gives_the_same_pairs_on_every_instruction_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = corpus(dir.path());
+    let exact = |flags: &[&str], env: &[(&str, &str)]| {
+        let output = dir.path().join("pairs.csv");
+        let mut args = vec![
+            "exact",
+            "--input",
+            input.to_str().unwrap(),
+            "--threshold",
+            "0.6",
+            "--output",
+            output.to_str().unwrap(),
+        ];
+        args.extend(flags);
+        ok(&lshbench(&args, env));
+        std::fs::read(&output).unwrap()
+    };
+    let reference = exact(&["--isa", "scalar"], &[]);
+    assert!(
+        reference.len() > 1000,
+        "the corpus has near-duplicate pairs"
+    );
+    for (flags, env) in [
+        (&["--isa", "portable"][..], &[][..]),
+        (&["--isa", "auto"], &[]),
+        (&[], &[("LSHBENCH_ISA", "avx2")]),
+        (&[], &[]),
+    ] {
+        assert!(exact(flags, env) == reference, "{flags:?} {env:?}");
+    }
+    let refused = lshbench(&["exact", "--isa", "sse9"], &[]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--isa"));
+}
+
+#[test]
+fn run_records_the_instruction_set_of_isa_or_of_the_capped_auto() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("speed.toml");
+    std::fs::write(
+        &config,
+        "kind = \"throughput\"\n\
+         datasets = [{ name = \"synth\", generator = \"synth\", docs = 30, seed = 7 }]\n\
+         kernels = [\"simd\"]\nnum_perm = [64]\nshingles = [\"char:5\"]\nthreads = [1]\nrepeats = 1\n",
+    )
+    .unwrap();
+    let isas = |out: &Path| -> Vec<String> {
+        let mut r = csv::Reader::from_path(out.join("speed/throughput.csv")).unwrap();
+        let column = r
+            .headers()
+            .unwrap()
+            .iter()
+            .position(|h| h == "isa")
+            .unwrap();
+        r.records()
+            .map(|row| row.unwrap()[column].to_string())
+            .collect()
+    };
+    for (name, flags, env) in [
+        ("flag", &["--isa", "scalar"][..], &[][..]),
+        ("cap", &[], &[("LSHBENCH_ISA", "scalar")]),
+    ] {
+        let out = dir.path().join(name);
+        let mut args = vec![
+            "run",
+            config.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(flags);
+        ok(&lshbench(&args, env));
+        let got = isas(&out);
+        assert!(
+            !got.is_empty() && got.iter().all(|isa| isa == "scalar"),
+            "{name}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn the_one_line_help_of_sketch_names_every_signature_format() {
+    let out = lshbench(&["--help"], &[]);
+    ok(&out);
+    let help = String::from_utf8_lossy(&out.stdout);
+    let line = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("sketch "))
+        .expect("sketch is listed");
+    for ext in ["csv", "npy", "parquet", "tsv", "json"] {
+        let written =
+            lshbench::sketch::SignatureFormat::of(Path::new(&format!("x.{ext}"))).is_some();
+        assert_eq!(
+            line.to_lowercase().contains(ext),
+            written,
+            "`{ext}` in `{line}`"
+        );
+    }
+}

@@ -66,10 +66,33 @@ pub struct KernelArgs {
     /// Seed of the kernel's hash functions and of the shingle hash.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Instruction set of shingling and signing: auto picks the widest this CPU supports (capped by the
-    /// LSHBENCH_ISA variable).
+    /// The instruction set of reading, shingling and signing.
+    #[command(flatten)]
+    pub arch: IsaArgs,
+}
+
+/// `--isa`, the one instruction-set flag of every command that runs vector code (the reader's JSONL fast path,
+/// shingling, signing, verification): flatten it with `#[command(flatten)]` (the kernel flags include it).
+#[derive(clap::Args, Clone, Debug)]
+pub struct IsaArgs {
+    /// Instruction set of the command's vector code (JSONL reading, shingling, signing, verifying: whichever
+    /// it runs): auto picks the widest this CPU supports (capped by the LSHBENCH_ISA variable).
     #[arg(long, default_value = "auto", value_parser = ["auto", "scalar", "portable", "avx2", "avx512"])]
     pub isa: String,
+}
+
+impl IsaArgs {
+    /// The one instruction-set decision of a command: `--isa`, or for `auto` [`auto_isa`]. Every component
+    /// (the reader's JSONL fast path, the shingler, the kernel, verification) takes it from here.
+    pub fn isa(&self) -> Isa {
+        Isa::parse(&self.isa).unwrap_or_else(auto_isa)
+    }
+
+    /// [`IsaArgs::isa`] checked against this CPU: fails with a message naming the instruction set when the CPU
+    /// does not run it.
+    pub fn dispatch(&self) -> Result<crate::arch::Dispatch, crate::arch::Unsupported> {
+        crate::arch::Dispatch::new(self.isa())
+    }
 }
 
 /// `--kernel`'s help, from the registry: every kernel's name.
@@ -83,10 +106,9 @@ fn kernel_help() -> String {
 }
 
 impl KernelArgs {
-    /// The one instruction-set decision of a command: `--isa`, or for `auto` [`auto_isa`]. Every component
-    /// (the reader's JSONL fast path, the shingler, the kernel, verification) takes it from here.
+    /// The command's instruction set ([`IsaArgs::isa`]), as the kernel parameters and the shingler take it.
     pub fn isa(&self) -> Option<Isa> {
-        Some(Isa::parse(&self.isa).unwrap_or_else(auto_isa))
+        Some(self.arch.isa())
     }
 
     /// The kernel parameters these flags give.

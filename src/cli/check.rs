@@ -1,7 +1,7 @@
 //! `lshbench check --server URL`: stream a corpus through a running `lshbench serve` in batches, in order, and
 //! write the near-duplicate pairs it reports with the columns of `dedup --pairs`.
 
-use crate::cli::args::ReaderArgs;
+use crate::cli::args::{IsaArgs, ReaderArgs};
 use crate::cli::term::Bar;
 use crate::exec::Progress;
 use crate::online::api::{BatchResponse, CheckRequest, DocIn, InsertMode};
@@ -58,6 +58,9 @@ pub struct CheckArgs {
     /// Seconds to wait for one answer.
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     pub timeout: u64,
+    /// The instruction set of reading (the server shingles and signs with its own).
+    #[command(flatten)]
+    pub arch: IsaArgs,
 }
 
 /// A client of one server: base URL, token, a keep-alive agent.
@@ -163,7 +166,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
         .as_str()
         .unwrap_or("exact")
         .to_string();
-    let mut reader = args.reader.open(crate::arch::Dispatch::detect())?;
+    let mut reader = args.reader.open(args.arch.dispatch()?)?;
     let t0 = Instant::now();
     let bar = Bar::new("checking");
     let mut tally = Tally::default();

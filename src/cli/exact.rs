@@ -24,6 +24,9 @@ pub struct ExactArgs {
     /// Worker threads (default: all logical CPUs; at most 1024).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The instruction set of reading, shingling and the join's set building.
+    #[command(flatten)]
+    pub arch: super::args::IsaArgs,
 }
 
 /// Runs `lshbench exact`: writes the pairs CSV and prints the read counts, the pair count and the timings.
@@ -38,9 +41,7 @@ fn run_on_pool(args: &ExactArgs) -> anyhow::Result<()> {
         &[("--output", Some(&args.output))],
     )?;
     let t0 = std::time::Instant::now();
-    let shingler = args
-        .shingle
-        .shingler(args.seed, Some(super::args::auto_isa()))?;
+    let shingler = args.shingle.shingler(args.seed, Some(args.arch.isa()))?;
     let mut corpus = args.reader.open(shingler.dispatch())?;
     let bar = super::term::Bar::new("shingling");
     let joined = exact::join_corpus(&mut corpus, &shingler, t, &bar);

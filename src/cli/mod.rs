@@ -35,7 +35,7 @@ pub struct Cli {
 pub enum Command {
     /// CPU features seen, the instruction set each kernel runs on, the kernels available.
     Info,
-    /// Read a corpus, shingle and sign every document, write the signatures (CSV or NPY).
+    /// Read a corpus, shingle and sign every document, write the signatures (CSV, NPY or Parquet).
     Sketch(sketch::SketchArgs),
     /// Write a seeded synthetic corpus with planted near-duplicate clusters and its ground truth.
     Gen(r#gen::GenArgs),

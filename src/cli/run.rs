@@ -24,6 +24,9 @@ pub struct RunArgs {
     /// Worker threads (default: every logical CPU). Results do not depend on it; timings do.
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The instruction set of every kernel and shingler the experiments build (each row records it).
+    #[command(flatten)]
+    pub arch: super::args::IsaArgs,
 }
 
 impl RunArgs {
@@ -35,6 +38,7 @@ impl RunArgs {
             force: self.force,
             out: self.out.clone(),
             threads: self.threads,
+            isa: Some(self.arch.isa()),
         }
     }
 }

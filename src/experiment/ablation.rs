@@ -27,10 +27,10 @@ use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::scurve::{self, PointTest, ScurveRow};
 use super::stats::{bonferroni_level, ertl_z, wilson, z_two_sided};
+use crate::arch::Dispatch;
 use crate::corpus::pairs::{ElementKind, PairShape, PairSource};
 use crate::kernel::KernelSpec;
 use crate::lsh::scurve::Banding;
-use crate::shingle::{Normalization, Shingler};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -66,14 +66,11 @@ pub struct SpeedRow {
     pub cpu_model: String,
 }
 
-/// The distinct shingle ids of every document with at least `min` of them.
-fn shingle_sets(cfg: &AblationConfig, seed: u64, min: usize) -> Result<Vec<Vec<u64>>> {
-    let texts = deps::load_texts(&cfg.dataset, seed)?;
-    let kind = cfg
-        .shingle
-        .parse()
-        .map_err(|e: String| ExperimentError::Shingle(e))?;
-    let shingler = Shingler::new(kind, Normalization::default(), seed);
+/// The distinct shingle ids of every document with at least `min` of them (read and shingled on the run's
+/// instruction set).
+fn shingle_sets(ctx: &Ctx, cfg: &AblationConfig, min: usize) -> Result<Vec<Vec<u64>>> {
+    let texts = deps::load_texts(&cfg.dataset, ctx.seed, ctx.dispatch)?;
+    let shingler = deps::shingler(&cfg.shingle, false, ctx.seed, ctx.dispatch)?;
     let mut out = Vec::new();
     let mut ids = Vec::new();
     for text in &texts.texts {
@@ -146,6 +143,7 @@ impl Pairs<'_> {
 
 /// Accuracy on real shingle ids: `trials` pairs of `shape` cut from the documents of `pool`.
 fn measure_shingles(
+    dispatch: Dispatch,
     spec: &KernelSpec,
     k: usize,
     pool: &[Vec<u64>],
@@ -157,6 +155,7 @@ fn measure_shingles(
     let mut pairs = ShinglePairs::new(pool, shape, seed);
     let (mut sum, mut sq, mut quad) = (0.0, 0.0, 0.0);
     let isa = for_each_signed_pair(
+        dispatch,
         spec,
         k,
         trials,
@@ -174,8 +173,9 @@ fn measure_shingles(
 
 /// Signs `trials` pairs from `next_pair`, each with a fresh kernel seed derived from `seed` (as the accuracy
 /// experiment does, so a cell measures the method, not one draw of it), and hands each trial's kernel and the
-/// pair's signatures to `visit`. Returns the instruction set the kernels ran on.
+/// pair's signatures to `visit`. The kernels run on `dispatch`; returns the instruction set they ran on.
 fn for_each_signed_pair(
+    dispatch: Dispatch,
     spec: &KernelSpec,
     k: usize,
     trials: usize,
@@ -188,7 +188,7 @@ fn for_each_signed_pair(
     let mut isa = String::new();
     for t in 0..trials {
         next_pair(&mut a, &mut b);
-        let kernel = deps::kernel_of(spec, k, accuracy::trial_seed(seed, t))?;
+        let kernel = deps::kernel_of(spec, k, accuracy::trial_seed(seed, t), dispatch)?;
         if t == 0 {
             isa = kernel.isa().name().to_string();
         }
@@ -298,6 +298,7 @@ fn banding_cell(
     let mut hits = vec![0u64; bandings.len()];
     let mut agreeing = vec![0u64; bandings.len()];
     let isa = for_each_signed_pair(
+        ctx.dispatch,
         spec,
         k,
         trials,
@@ -458,7 +459,7 @@ fn shingle_rows(
                 .with("seed", ctx.seed);
             ctx.cell(&key, || {
                 let started = Instant::now();
-                let m = measure_shingles(spec, k, pool, shape, cfg.trials, seed)?;
+                let m = measure_shingles(ctx.dispatch, spec, k, pool, shape, cfg.trials, seed)?;
                 Ok(vec![accuracy::row_of(
                     ctx,
                     spec.name,
@@ -488,7 +489,7 @@ fn speed_rows(
     let k = cfg.num_perm;
     let kernels: Vec<_> = specs
         .iter()
-        .map(|s| deps::kernel_of(s, k, ctx.seed))
+        .map(|s| deps::kernel_of(s, k, ctx.seed, ctx.dispatch))
         .collect::<Result<_>>()?;
     let ids: usize = sets.iter().map(|s| s.len()).sum();
     let mut times = vec![Vec::with_capacity(cfg.repeats); kernels.len()];
@@ -568,7 +569,7 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
         rows = accuracy::run_cells(ctx, &cells)?;
     }
     let max_union = cfg.union.iter().copied().max().unwrap_or(2);
-    let sets = shingle_sets(cfg, ctx.seed, 1)?;
+    let sets = shingle_sets(ctx, cfg, 1)?;
     if cfg.elements.iter().any(|e| e == "shingles") {
         let pool: Vec<Vec<u64>> = sets
             .iter()

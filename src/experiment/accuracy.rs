@@ -298,7 +298,10 @@ fn run_cell(ctx: &Ctx, c: &Cell) -> Result<Vec<AccuracyRow>> {
             );
             let started = Instant::now();
             let build = |s: u64| -> Result<Box<dyn Kernel>> {
-                Ok(BBit::wrap(deps::kernel_of(c.spec, k, s)?, c.bits)?)
+                Ok(BBit::wrap(
+                    deps::kernel_of(c.spec, k, s, ctx.dispatch)?,
+                    c.bits,
+                )?)
             };
             let m = measure(&build, shape, kind, c.sweep.trials, seed)?;
             Ok(row_of(

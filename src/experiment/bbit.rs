@@ -25,6 +25,7 @@ use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::stats::{bonferroni_level, wilson, z_two_sided};
+use crate::arch::Dispatch;
 use crate::corpus::pairs::{ElementKind, PairShape, PairSource};
 use crate::kernel::bbit::{chance_collision, mask};
 use crate::kernel::{KernelSpec, SketchFamily};
@@ -115,9 +116,10 @@ pub fn bbit_threshold(t: f64, bits: u32) -> f64 {
     c + (1.0 - c) * t
 }
 
-/// Signs `trials` pairs of `shape` with a fresh `spec` kernel of k slots each and counts, for every (width,
-/// banding) in `variants`, the pairs that share a band.
+/// Signs `trials` pairs of `shape` with a fresh `spec` kernel of k slots each (on `dispatch`) and counts, for
+/// every (width, banding) in `variants`, the pairs that share a band.
 fn count_candidates(
+    dispatch: Dispatch,
     spec: &KernelSpec,
     k: usize,
     shape: PairShape,
@@ -130,7 +132,7 @@ fn count_candidates(
     let (mut sa, mut sb) = (vec![0u32; k], vec![0u32; k]);
     let mut counts = vec![0u64; variants.len()];
     for t in 0..trials {
-        let kernel = deps::kernel_of(spec, k, accuracy::trial_seed(seed, t))?;
+        let kernel = deps::kernel_of(spec, k, accuracy::trial_seed(seed, t), dispatch)?;
         src.next_pair(&mut a, &mut b);
         kernel.sign(&a, &mut sa);
         kernel.sign(&b, &mut sb);
@@ -201,7 +203,15 @@ fn recall_rows(ctx: &Ctx, cfg: &BbitConfig, spec: &KernelSpec) -> Result<Vec<Rec
                 .with("seed", ctx.seed);
             ctx.cell(&key, || {
                 let pairs: Vec<(u32, Banding)> = variants.iter().map(|v| (v.0, v.1)).collect();
-                let counts = count_candidates(spec, k, shape, &pairs, cfg.recall_trials, seed)?;
+                let counts = count_candidates(
+                    ctx.dispatch,
+                    spec,
+                    k,
+                    shape,
+                    &pairs,
+                    cfg.recall_trials,
+                    seed,
+                )?;
                 let j = shape.jaccard();
                 Ok(variants
                     .iter()

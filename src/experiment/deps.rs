@@ -1,8 +1,10 @@
 //! The harness's view of the rest of the crate, in one place: the tuner, kernels, shingles, corpora. Experiments
 //! call these, so an interface change elsewhere is absorbed here. (S-curve formulas are
-//! [`crate::lsh::scurve::Banding`]'s methods, called directly.)
+//! [`crate::lsh::scurve::Banding`]'s methods, called directly.) Whatever runs vector code takes the run's
+//! [`Dispatch`] (`lshbench run --isa`), so every kernel, shingler and reader of a run uses the one choice.
 
 use super::ExperimentError;
+use crate::arch::Dispatch;
 use crate::kernel::{Kernel, KernelParams};
 use crate::lsh::scurve::Banding;
 
@@ -11,16 +13,25 @@ pub fn datasketch_choice(num_perm: usize, t: f64) -> Banding {
     crate::lsh::tune::datasketch_optimal(num_perm, t, (0.5, 0.5))
 }
 
-/// Builds a kernel by registry name.
-pub fn kernel(name: &str, num_perm: usize, seed: u64) -> Result<Box<dyn Kernel>, ExperimentError> {
+/// Builds a kernel by registry name, on the instruction set of `dispatch` (the run's, [`super::runner::Ctx`]'s).
+pub fn kernel(
+    name: &str,
+    num_perm: usize,
+    seed: u64,
+    dispatch: Dispatch,
+) -> Result<Box<dyn Kernel>, ExperimentError> {
     Ok(crate::kernel::build(
         name,
-        &KernelParams {
-            num_perm,
-            seed,
-            isa: None,
-        },
+        &params(num_perm, seed, dispatch),
     )?)
+}
+
+fn params(num_perm: usize, seed: u64, dispatch: Dispatch) -> KernelParams {
+    KernelParams {
+        num_perm,
+        seed,
+        isa: Some(dispatch.isa()),
+    }
 }
 
 /// lshbench tune's choice of (b, r) for k = `num_perm` at threshold `t`, when the tuner is available.
@@ -40,17 +51,22 @@ pub struct Texts {
 }
 
 /// Loads a dataset: a corpus file through [`crate::corpus::CorpusReader`] (failing on the first malformed
-/// record, with file and line), or the synthetic generator with its defaults and the given size and seed.
+/// record, with file and line; its JSONL fast path on `dispatch`), or the synthetic generator with its defaults
+/// and the given size and seed.
 pub fn load_texts(
     spec: &super::config::DatasetSpec,
     default_seed: u64,
+    dispatch: Dispatch,
 ) -> Result<Texts, ExperimentError> {
     let limit = spec.limit.unwrap_or(usize::MAX);
     let mut texts = Vec::new();
     let mut rejected = 0;
     if let Some(path) = &spec.path {
-        let mut reader =
-            crate::corpus::CorpusReader::open(path, &crate::corpus::ReaderOptions::default())?;
+        let options = crate::corpus::ReaderOptions {
+            dispatch,
+            ..Default::default()
+        };
+        let mut reader = crate::corpus::CorpusReader::open(path, &options)?;
         for doc in reader.by_ref() {
             if texts.len() >= limit {
                 break;
@@ -79,11 +95,12 @@ pub fn load_texts(
     })
 }
 
-/// The shingler for a shingle spec (`char:5`), optionally lowercasing.
+/// The shingler for a shingle spec (`char:5`), optionally lowercasing, on the instruction set of `dispatch`.
 pub fn shingler(
     shingle: &str,
     lowercase: bool,
     seed: u64,
+    dispatch: Dispatch,
 ) -> Result<crate::shingle::Shingler, ExperimentError> {
     let kind: crate::shingle::ShingleKind = shingle.parse().map_err(
         |e: <crate::shingle::ShingleKind as std::str::FromStr>::Err| {
@@ -94,21 +111,42 @@ pub fn shingler(
         lowercase,
         ..Default::default()
     };
-    Ok(crate::shingle::Shingler::new(kind, normalization, seed))
+    Ok(crate::shingle::Shingler::new(kind, normalization, seed).with_dispatch(dispatch))
 }
 
-/// Builds the kernel of a registry entry (also one outside the registry, as the fault-injection run's).
+/// Builds the kernel of a registry entry (also one outside the registry, as the fault-injection run's), on the
+/// instruction set of `dispatch`.
 pub fn kernel_of(
     spec: &crate::kernel::KernelSpec,
     num_perm: usize,
     seed: u64,
+    dispatch: Dispatch,
 ) -> Result<Box<dyn Kernel>, ExperimentError> {
     Ok(crate::kernel::build_spec(
         spec,
-        &KernelParams {
-            num_perm,
-            seed,
-            isa: None,
-        },
+        &params(num_perm, seed, dispatch),
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_and_shinglers_run_on_the_dispatch_they_are_given() {
+        let scalar = Dispatch::scalar();
+        assert_eq!(
+            shingler("char:5", false, 1, scalar).unwrap().dispatch(),
+            scalar
+        );
+        assert_eq!(kernel("simd", 64, 1, scalar).unwrap().isa(), scalar.isa());
+        let spec = crate::kernel::spec("oph-opt").unwrap();
+        assert_eq!(kernel_of(spec, 64, 1, scalar).unwrap().isa(), scalar.isa());
+        let widest = Dispatch::detect();
+        assert_eq!(
+            shingler("word:2", true, 1, widest).unwrap().dispatch(),
+            widest
+        );
+        assert_eq!(kernel("simd", 64, 1, widest).unwrap().isa(), widest.isa());
+    }
 }

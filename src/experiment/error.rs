@@ -141,6 +141,9 @@ pub enum ExperimentError {
     /// A slot width outside 1, 2, 4, 8, 16, 32.
     #[error(transparent)]
     Bits(#[from] crate::kernel::bbit::BadBits),
+    /// An instruction set this CPU does not run.
+    #[error(transparent)]
+    Isa(#[from] crate::arch::Unsupported),
     /// A thread pool that cannot be had.
     #[error(transparent)]
     Threads(#[from] crate::exec::ThreadsError),

@@ -57,6 +57,10 @@ pub struct RunOptions {
     pub out: PathBuf,
     /// Worker threads (`None`: every logical CPU). Results do not depend on it; timings do.
     pub threads: Option<usize>,
+    /// The instruction set of every kernel and shingler the experiments build (`None`: the widest this CPU
+    /// runs). Statistics do not depend on it; timings do. Cells run on a narrower one than the widest are
+    /// kept apart (their file names end in `__isa-NAME`), so a finished cell is never reused for another.
+    pub isa: Option<crate::arch::Isa>,
 }
 
 impl RunOptions {
@@ -68,6 +72,7 @@ impl RunOptions {
             force: false,
             out: PathBuf::from("results"),
             threads: None,
+            isa: None,
         }
     }
 }
@@ -156,6 +161,7 @@ impl RunReport {
 pub fn run(options: &RunOptions, progress: &dyn RunProgress) -> Result<RunReport, ExperimentError> {
     let started = Instant::now();
     let plan = config::load(&options.config, options.quick)?;
+    let dispatch = crate::arch::Dispatch::of(options.isa)?;
     let threads = options.threads.unwrap_or_else(crate::machine::logical_cpus);
     let pool = crate::exec::thread_pool(Some(threads))?;
     let mut experiments = Vec::new();
@@ -169,6 +175,7 @@ pub fn run(options: &RunOptions, progress: &dyn RunProgress) -> Result<RunReport
             options.force,
             threads,
         )
+        .with_dispatch(dispatch)
         .with_progress(progress);
         progress.started(&exp.name, &ctx.dir);
         let t = Instant::now();
@@ -269,6 +276,84 @@ mod tests {
         assert!(report.result().is_ok());
         assert_eq!(report.charts_drawn, chart::DRAWN);
         assert_eq!(report.notes().is_empty(), chart::DRAWN);
+    }
+
+    /// The `isa` column of every row of `file`.
+    fn isas(file: &Path) -> Vec<String> {
+        let mut r = csv::Reader::from_path(file).unwrap();
+        let column = r.headers().unwrap().iter().position(|h| h == "isa");
+        let column = column.expect("the rows record the instruction set");
+        let isas: Vec<String> = r
+            .records()
+            .map(|row| row.unwrap()[column].to_string())
+            .collect();
+        assert!(!isas.is_empty(), "{} has rows", file.display());
+        isas
+    }
+
+    #[test]
+    fn every_kernel_runs_on_the_instruction_set_of_the_run_and_its_rows_say_so() {
+        use crate::arch::Isa;
+        let dir = tempfile::tempdir().unwrap();
+        let throughput = dir.path().join("speed.toml");
+        std::fs::write(
+            &throughput,
+            "kind = \"throughput\"\n\
+             datasets = [{ name = \"synth\", generator = \"synth\", docs = 30, seed = 7 }]\n\
+             kernels = [\"simd\"]\nnum_perm = [64]\nshingles = [\"char:5\"]\nthreads = [1]\nrepeats = 1\n",
+        )
+        .unwrap();
+        let accuracy = dir.path().join("acc.toml");
+        std::fs::write(
+            &accuracy,
+            "kind = \"accuracy\"\n[[sweep]]\nkernels = [\"simd\"]\nnum_perm = [64]\nunion = [32]\n\
+             jaccard = [0.5]\nelements = [\"random\"]\ntrials = 10\n",
+        )
+        .unwrap();
+        let out = dir.path().join("out");
+        // The default (the widest ISA) first, then scalar into the same folder without `force`: the scalar run
+        // must compute its own cells, not reuse the widest one's.
+        for isa in [None, Some(Isa::Scalar)] {
+            for (config, rows) in [
+                (&throughput, "speed/throughput.csv"),
+                (&accuracy, "acc/accuracy.csv"),
+            ] {
+                let options = RunOptions {
+                    out: out.clone(),
+                    threads: Some(1),
+                    isa,
+                    ..RunOptions::new(config)
+                };
+                let report = run(&options, &crate::exec::Silent).unwrap();
+                assert_eq!(report.experiments[0].skipped, 0, "{isa:?}");
+                let want = isa.unwrap_or_else(Isa::detect).name();
+                assert!(
+                    isas(&out.join(rows)).iter().all(|got| got == want),
+                    "{rows} with {isa:?}: {:?}",
+                    isas(&out.join(rows))
+                );
+                let summary =
+                    std::fs::read_to_string(report.experiments[0].dir.join("summary.md")).unwrap();
+                assert_eq!(summary.contains("--isa scalar"), isa.is_some(), "{summary}");
+            }
+        }
+        let run_on = |isa| RunOptions {
+            out: out.clone(),
+            threads: Some(1),
+            isa,
+            ..RunOptions::new(&accuracy)
+        };
+        // Rerun without `force`, each instruction set reuses its own finished cells.
+        for isa in [None, Some(Isa::Scalar)] {
+            let report = run(&run_on(isa), &crate::exec::Silent).unwrap();
+            assert_eq!(report.experiments[0].computed, 0, "{isa:?}");
+            let want = isa.unwrap_or_else(Isa::detect).name();
+            assert!(
+                isas(&out.join("acc/accuracy.csv"))
+                    .iter()
+                    .all(|got| got == want)
+            );
+        }
     }
 
     #[test]

@@ -109,8 +109,8 @@ struct Prepared {
 }
 
 fn prepare(ctx: &Ctx, study: &RecallStudy) -> Result<Prepared> {
-    let texts = deps::load_texts(&study.dataset, ctx.seed)?;
-    let shingler = deps::shingler(&study.shingle, study.lowercase, ctx.seed)?;
+    let texts = deps::load_texts(&study.dataset, ctx.seed, ctx.dispatch)?;
+    let shingler = deps::shingler(&study.shingle, study.lowercase, ctx.seed, ctx.dispatch)?;
     let sets: Vec<Vec<u64>> = texts
         .texts
         .par_iter()
@@ -152,7 +152,7 @@ fn run_cell(
     bits: u32,
 ) -> Result<Vec<RecallRow>> {
     let k = study.num_perm;
-    let kernel = BBit::wrap(deps::kernel(kernel_name, k, ctx.seed)?, bits)?;
+    let kernel = BBit::wrap(deps::kernel(kernel_name, k, ctx.seed, ctx.dispatch)?, bits)?;
     let row_kernel = bits_name(kernel_name, bits);
     let n = prep.sets.len();
     let started = Instant::now();

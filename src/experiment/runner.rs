@@ -3,6 +3,7 @@
 //! self-checks each experiment makes of its own results.
 
 use super::ExperimentError;
+use crate::arch::Dispatch;
 use crate::exec::Progress;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -72,6 +73,9 @@ pub struct Ctx<'a> {
     pub force: bool,
     /// Threads for "all threads" (`--threads`, else every logical CPU).
     pub threads: usize,
+    /// The instruction set of every kernel, shingler and reader the experiment builds (`--isa`, else the
+    /// widest this CPU runs).
+    pub dispatch: Dispatch,
     /// Provenance recorded with every row.
     pub meta: Meta,
     /// The config file, for the regenerate command in reports.
@@ -154,6 +158,7 @@ impl<'a> Ctx<'a> {
             // A quick run is a check of the code that is running now: never reuse old cells.
             force: force || quick,
             threads,
+            dispatch: Dispatch::detect(),
             meta: Meta::detect(),
             source: source.to_path_buf(),
             seed,
@@ -169,9 +174,35 @@ impl<'a> Ctx<'a> {
         self
     }
 
+    /// Runs the experiment's kernels, shinglers and readers on `dispatch` (by default the widest this CPU
+    /// runs).
+    pub fn with_dispatch(mut self, dispatch: Dispatch) -> Ctx<'a> {
+        self.dispatch = dispatch;
+        self
+    }
+
+    /// Whether the instruction set is narrower than the widest this CPU runs (then it names cells and the
+    /// regenerate command).
+    fn narrowed(&self) -> bool {
+        self.dispatch != Dispatch::detect()
+    }
+
+    /// A cell's key as its file names it: with the instruction set added when it is narrowed, so that a
+    /// finished cell is reused only by a run on the instruction set that computed it (the widest keeps the
+    /// plain names).
+    fn stored_key(&self, key: &CellKey) -> CellKey {
+        if self.narrowed() {
+            key.clone().with("isa", self.dispatch.isa())
+        } else {
+            key.clone()
+        }
+    }
+
     /// The file holding a cell's rows.
     pub fn cell_path(&self, key: &CellKey) -> PathBuf {
-        self.dir.join("cells").join(key.file_name())
+        self.dir
+            .join("cells")
+            .join(self.stored_key(key).file_name())
     }
 
     /// Runs one cell, or reads its rows back when its file exists (unless `--force`). Rows are written to a
@@ -210,9 +241,14 @@ impl<'a> Ctx<'a> {
     /// The command that regenerates this experiment's results.
     pub fn command(&self) -> String {
         format!(
-            "cargo run --release -- run {}{}",
+            "cargo run --release -- run {}{}{}",
             self.source.display(),
-            if self.quick { " --quick" } else { "" }
+            if self.quick { " --quick" } else { "" },
+            if self.narrowed() {
+                format!(" --isa {}", self.dispatch.isa())
+            } else {
+                String::new()
+            }
         )
     }
 

@@ -171,7 +171,7 @@ pub(crate) fn run_cell(
     grid.par_iter()
         .map(|&shape| {
             let seed = cell_seed(ctx.seed, &format!("scurve|{br}|{union}|{}", shape.both));
-            let kern = BBit::wrap(deps::kernel_of(spec, k, seed)?, bits)?;
+            let kern = BBit::wrap(deps::kernel_of(spec, k, seed, ctx.dispatch)?, bits)?;
             let mut src = PairSource::new(shape, ElementKind::Random, seed);
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let (mut sa, mut sb) = (vec![0u32; k], vec![0u32; k]);
@@ -232,7 +232,7 @@ fn run_band_cell(
 ) -> Result<BandRow> {
     let shape = PairShape::for_jaccard(union, j);
     let seed = cell_seed(ctx.seed, &format!("band|{union}|{}|{r}|{k}", shape.both));
-    let kern = deps::kernel(kernel, k, seed)?;
+    let kern = deps::kernel(kernel, k, seed, ctx.dispatch)?;
     let mut src = PairSource::new(shape, ElementKind::Random, seed);
     let (mut a, mut b) = (Vec::new(), Vec::new());
     let (mut sa, mut sb) = (vec![0u32; k], vec![0u32; k]);
@@ -504,7 +504,20 @@ fn rows_at_p(rows: &[ScurveRow], bits: u32) -> Vec<ScurveRow> {
         .collect()
 }
 
-fn panels(rows: &[ScurveRow], union: usize) -> Vec<Chart> {
+/// The panels of the `bits`-bit rows at `union`, one per banding: the S-curve against J for full-width slots,
+/// against the slot agreement P for b-bit ones (the x axis is labelled with what it holds).
+fn width_panels(rows: &[ScurveRow], bits: u32, union: usize) -> Vec<Chart> {
+    let x_label = if bits < 32 {
+        "slot agreement P"
+    } else {
+        "Jaccard J"
+    };
+    panels(&rows_at_p(rows, bits), union, x_label)
+}
+
+/// One chart per banding of the rows at `union`: the S-curve against the x value each row holds in `jaccard`,
+/// labelled `x_label`.
+fn panels(rows: &[ScurveRow], union: usize, x_label: &str) -> Vec<Chart> {
     let mut brs: Vec<Banding> = rows
         .iter()
         .filter(|r| r.union == union)
@@ -518,11 +531,7 @@ fn panels(rows: &[ScurveRow], union: usize) -> Vec<Chart> {
     let kernels = kernels_in(rows.iter().map(|r| r.kernel.as_str()));
     brs.iter()
         .map(|&br| {
-            let mut c = Chart::new(
-                format!("{br}, |A u B| = {union}"),
-                "Jaccard J",
-                "P(candidate)",
-            );
+            let mut c = Chart::new(format!("{br}, |A u B| = {union}"), x_label, "P(candidate)");
             c.x_range = Some((0.0, 1.0));
             c.y_range = Some((-0.02, 1.02));
             let theory = (0..=100)
@@ -670,7 +679,7 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
             &format!(
                 "Empirical S-curves, |A u B| = {u} (points: fraction of pairs that share a band, bars: 95% Wilson)"
             ),
-            panels(&rows_at_p(&rows, 32), u),
+            width_panels(&rows, 32, u),
             3,
         )?;
     }
@@ -679,8 +688,11 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
     widths.sort_unstable();
     widths.dedup();
     for &b in widths.iter().filter(|&&b| b < 32) {
-        let at_p = rows_at_p(&rows, b);
-        let mut bunions: Vec<usize> = at_p.iter().map(|r| r.union).collect();
+        let mut bunions: Vec<usize> = rows
+            .iter()
+            .filter(|r| split_bits(&r.kernel).1 == b)
+            .map(|r| r.union)
+            .collect();
         bunions.sort_unstable();
         bunions.dedup();
         for &u in bunions.iter().rev() {
@@ -691,7 +703,7 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
                     "Empirical S-curves of {b}-bit slots, |A u B| = {u}, against the slot agreement \
                      P = 2^-{b} + (1 - 2^-{b}) J on the x axis (bars: 95% Wilson)"
                 ),
-                panels(&at_p, u),
+                width_panels(&rows, b, u),
                 3,
             )?;
         }
@@ -806,6 +818,28 @@ mod tests {
     }
 
     #[test]
+    fn b_bit_panels_plot_and_label_the_slot_agreement() {
+        let mut full = row("simd", 50, 100, 0.5, false);
+        full.jaccard = 0.2;
+        let one_bit = ScurveRow {
+            kernel: bits_name("simd", 1),
+            ..full.clone()
+        };
+        let rows = [full, one_bit];
+        let x_of = |c: &Chart| {
+            let points = c.series.iter().find(|s| s.label != "theory").unwrap();
+            points.points[0].0
+        };
+        let j = width_panels(&rows, 32, 1000);
+        assert_eq!((j.len(), j[0].x_label.as_str()), (1, "Jaccard J"));
+        assert_eq!(x_of(&j[0]), 0.2);
+        let p = width_panels(&rows, 1, 1000);
+        assert_eq!((p.len(), p[0].x_label.as_str()), (1, "slot agreement P"));
+        // P = 1/2 + (1 - 1/2) 0.2 = 0.6 for 1-bit slots.
+        assert!((x_of(&p[0]) - 0.6).abs() < 1e-12, "{}", x_of(&p[0]));
+    }
+
+    #[test]
     fn the_scurve_check_fails_on_a_curve_that_is_off_and_ignores_sparse_cells() {
         let p = Banding { bands: 20, rows: 5 }.probability(0.5);
         let mut c = Checks::new("scurve");
@@ -841,7 +875,11 @@ mod tests {
         let (mut hits, mut agreeing) = (0u64, 0u64);
         for t in 0..trials as u64 {
             src.next_pair(&mut a, &mut b);
-            let kern = BBit::wrap(deps::kernel("simd", br.hashes(), t).unwrap(), bits).unwrap();
+            let kern = BBit::wrap(
+                deps::kernel("simd", br.hashes(), t, crate::arch::Dispatch::detect()).unwrap(),
+                bits,
+            )
+            .unwrap();
             kern.sign(&a, &mut sa);
             kern.sign(&b, &mut sb);
             let agree = (0..br.bands)

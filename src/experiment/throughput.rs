@@ -98,7 +98,7 @@ fn run_cell(
     dataset: &str,
     shingle: &str,
 ) -> Result<Vec<ThroughputRow>> {
-    let shingler = deps::shingler(shingle, false, ctx.seed)?;
+    let shingler = deps::shingler(shingle, false, ctx.seed, ctx.dispatch)?;
     let mut threads: Vec<usize> = cfg
         .threads
         .iter()
@@ -126,7 +126,7 @@ fn run_cell(
         for kname in &cfg.kernels {
             for &bits in &cfg.bits {
                 for &k in &cfg.num_perm {
-                    let kernel = BBit::wrap(deps::kernel(kname, k, ctx.seed)?, bits)?;
+                    let kernel = BBit::wrap(deps::kernel(kname, k, ctx.seed, ctx.dispatch)?, bits)?;
                     let name = bits_name(kname, bits);
                     // b-bit slots are packed as they are signed (the storage dedup --bits and sketch use).
                     let w = if bits < 32 { bbit::words(k, bits) } else { 0 };
@@ -190,7 +190,7 @@ fn run_cell(
                         )));
                     }
                     if bits < 32 {
-                        check_packed(kname, k, bits, ctx.seed, &ids, &sigs, &packed)?;
+                        check_packed(ctx, kname, k, bits, &ids, &sigs, &packed)?;
                     }
                     rows.push(ThroughputRow {
                         dataset: dataset.to_string(),
@@ -225,15 +225,15 @@ fn run_cell(
 /// Checks a b-bit cell's output: every packed signature unpacks to its b-bit slots, and those are the low `bits`
 /// bits of the full-width kernel's slots on the same shingles (the all-`u32::MAX` empty signature aside).
 fn check_packed(
+    ctx: &Ctx,
     kname: &str,
     k: usize,
     bits: u32,
-    seed: u64,
     ids: &[Vec<u64>],
     sigs: &[u32],
     packed: &[u64],
 ) -> Result<()> {
-    let full = deps::kernel(kname, k, seed)?;
+    let full = deps::kernel(kname, k, ctx.seed, ctx.dispatch)?;
     let w = bbit::words(k, bits);
     let bad = ids.par_iter().enumerate().find_any(|&(d, v)| {
         let sig = &sigs[d * k..(d + 1) * k];
@@ -309,7 +309,7 @@ pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
             };
             let got = ctx.cell(&key, || {
                 if texts.is_none() {
-                    texts = Some(deps::load_texts(ds, ctx.seed)?);
+                    texts = Some(deps::load_texts(ds, ctx.seed, ctx.dispatch)?);
                 }
                 run_cell(ctx, cfg, texts.as_ref().expect("loaded"), &ds.name, shingle)
             })?;
