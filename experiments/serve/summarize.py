@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the markdown summary of experiments/serve/bench.sh's outputs: python3 summarize.py OUT DOCS DS_DOCS."""
+"""Writes the markdown summary of experiments/serve/bench.sh's outputs:
+
+    python3 summarize.py OUT DOCS DS_DOCS DS_SECONDS
+"""
 
 import json
 import sys
@@ -7,47 +10,84 @@ from pathlib import Path
 
 
 def main():
-    out, docs, ds_docs = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    load = lambda p: json.loads((out / p).read_text())  # noqa: E731
-    print("# lshbench serve under load, with datasketch on Redis\n")
+    out, docs, ds_docs, ds_seconds = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+
+    def load(name):
+        return json.loads((out / name).read_text())
+
+    def recoveries(tag):
+        lines = (out / f"lshbench-{tag}.recovery.json").read_text().splitlines()
+        return {r["page_cache"]: r for r in map(json.loads, lines)}
+
+    def rate(w):
+        return w["documents"] / w["seconds"]
+
+    print("# serve: under load, with datasketch on Redis\n")
     print("```text\n" + (out / "machine.txt").read_text().strip() + "\n```\n")
-    print(f"{docs:,} documents from `lshbench gen --mean-len 1500 --seed 7`, one per `POST /v1/check` request "
-          "(query then insert, exact verification, answered after fdatasync), into a new index each run; the "
-          "index parameters are in the machine block above.\n")
-    print("| clients | docs/s | p50 ms | p99 ms | p99.9 ms | not 200 | memory B/doc | RSS B/doc | disk B/doc | "
-          "recovery after kill -9 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        f"{docs:,} documents from `lshbench gen --docs {docs} --mean-len 1500 --seed 7`, one per `POST /v1/check` "
+        "request (query, exact verification, insert; answered after `fdatasync`), sent by wrk (2 threads, 1 with "
+        "one connection) on the same 2 cores as the server, into a new index for each row; the index parameters "
+        "are in the block above. Memory is the index's own count (tables, signatures, ids, compressed texts) "
+        "and the process's resident set; disk is the index directory after the run. Recovery: the time from "
+        "starting `lshbench serve` on the index after `kill -9` until it listens, with the files in the page "
+        "cache (a process crash) and with the page cache dropped first (a power cut).\n"
+    )
+    print(
+        "| clients | docs/s | p50 ms | p99 ms | p99.9 ms | errors | memory B/doc | RSS B/doc | disk B/doc | "
+        "recovery, cached | recovery, cold |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = {}
     for c in (1, 16, 64):
         tag = f"c{c}"
         if not (out / f"lshbench-{tag}.json").exists():
-            print(f"| {c} | not run | | | | | | | | |")
+            print(f"| {c} | not run | | | | | | | | | |")
             continue
-        w, s, r = load(f"lshbench-{tag}.json"), load(f"lshbench-{tag}.stats.json"), load(f"lshbench-{tag}.recovery.json")
-        rate = w["documents"] / w["seconds"]
-        rows[c] = rate
+        w, s, rec = load(f"lshbench-{tag}.json"), load(f"lshbench-{tag}.stats.json"), recoveries(tag)
+        disk = int((out / f"lshbench-{tag}.du.txt").read_text())
+        rows[c] = w
         n = s["documents"]
-        print(f"| {c} | {rate:,.0f} | {w['p50_ms']:.2f} | {w['p99_ms']:.2f} | {w['p999_ms']:.2f} | "
-              f"{w['not_200'] + w['socket_errors']} | {s['memory_bytes'] / n:,.0f} | {s['resident_bytes'] / n:,.0f} | "
-              f"{s['disk_bytes'] / n:,.0f} | {r['until_listening_s']:.2f} s for {r['documents']:,} documents "
-              f"(recovery {r['recovery']['seconds']:.2f} s) |")
+        cold = rec.get("cold")
+        print(
+            f"| {c} | {rate(w):,.0f} | {w['p50_ms']:.2f} | {w['p99_ms']:.2f} | {w['p999_ms']:.2f} | "
+            f"{w['not_200'] + w['socket_errors']} | {s['memory_bytes'] / n:,.0f} | {s['resident_bytes'] / n:,.0f} | "
+            f"{disk / n:,.0f} | {rec['warm']['until_listening_s']:.2f} s | "
+            + (f"{cold['until_listening_s']:.2f} s |" if cold else "not measured |")
+        )
+
     ds = load("datasketch-w16.json")
+    used = int((out / "datasketch-w16.redis-memory.txt").read_text().split(":")[1])
     print()
-    print(f"datasketch MinHashLSH (35 x 3 bands, Redis storage), 16 worker processes: {ds['documents']:,} documents "
-          f"in {ds['seconds']:.0f} s{' (stopped by the time limit)' if ds['stopped_by_time'] else ''}: "
-          f"{ds['docs_per_second']:,.0f} docs/s, p50 {ds['p50_ms']:.2f} ms, p99 {ds['p99_ms']:.2f} ms per document.")
+    stopped = f" (stopped after {ds_seconds:.0f} s)" if ds["stopped_by_time"] else ""
+    print(
+        f"datasketch {ds['datasketch']} MinHashLSH (35 bands x 3 rows, Redis {ds['redis']} storage without "
+        f"persistence), 16 worker processes on the same stream: {ds['documents']:,} documents in "
+        f"{ds['seconds']:.0f} s{stopped}: {ds['docs_per_second']:,.0f} docs/s, p50 {ds['p50_ms']:.1f} ms, "
+        f"p99 {ds['p99_ms']:.1f} ms per document; Redis holds {used / max(ds['documents'], 1):,.0f} B/doc "
+        "(`used_memory`, signatures not kept).\n"
+    )
     eq = out / f"lshbench-c16-n{ds_docs}.json"
     if eq.exists():
         w = json.loads(eq.read_text())
-        rate = w["documents"] / w["seconds"]
-        print(f"lshbench at 16 clients on the same {ds_docs:,} documents: {rate:,.0f} docs/s, p50 {w['p50_ms']:.2f} ms, "
-              f"p99 {w['p99_ms']:.2f} ms: {rate / ds['docs_per_second']:.1f} times datasketch's throughput at equal "
-              "index size.")
-    else:
-        print(f"lshbench at 16 clients on the same stream: {rows[16] / ds['docs_per_second']:.1f} times datasketch's "
-              "throughput.")
-    print("\nRegenerate: `bash experiments/serve/bench.sh` on a quiet machine (see BENCHMARKING.md); the raw wrk, "
-          "stats, metrics and recovery files are beside this summary.")
+        print(
+            f"lshbench at 16 clients on the same first {ds_docs:,} documents, into a new index: "
+            f"{rate(w):,.0f} docs/s, p50 {w['p50_ms']:.2f} ms, p99 {w['p99_ms']:.2f} ms: "
+            f"**{rate(w) / ds['docs_per_second']:,.0f} times datasketch's throughput at equal index size**; "
+            f"growing to {docs:,} documents, {rate(rows[16]) / ds['docs_per_second']:,.0f} times."
+        )
+    elif 16 in rows:
+        print(
+            f"lshbench at 16 clients on the same stream: **{rate(rows[16]) / ds['docs_per_second']:,.0f} times "
+            "datasketch's throughput**."
+        )
+    print(
+        "\nRegenerate: `bash experiments/serve/bench.sh` on a quiet machine (see BENCHMARKING.md), with PY naming "
+        "a Python that has experiments/serve/requirements.txt installed. The raw files are beside this summary: "
+        "wrk's output and its JSON line (`lshbench-c*.wrk.txt`, `.json`), `/v1/stats` and `/metrics` at the end "
+        "of each run, the restarts (`.recovery.json`), the index's size on disk (`.du.txt`), datasketch's JSON, "
+        "and `quiet.txt` (the load and any compiler or test process before and after each run)."
+    )
 
 
 if __name__ == "__main__":
