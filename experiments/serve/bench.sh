@@ -140,7 +140,7 @@ run_lshbench() {
     tail -n 1 "$out/lshbench-$tag.wrk.txt" | $py -c "import json,sys; w=json.load(sys.stdin); w['documents']=$n; print(json.dumps(w))" \
         >"$out/lshbench-$tag.json"
     curl -s "$url/v1/stats" >"$out/lshbench-$tag.stats.json"
-    curl -s "$url/metrics" | grep -E '^lshbench_(documents|memory|resident|disk|log|group)' >"$out/lshbench-$tag.metrics.txt"
+    curl -s "$url/metrics" | grep -E '^lshbench_(documents|memory|resident|disk|log|group|request_duration_seconds_(bucket|sum|count)\{route="/v1/check")' >"$out/lshbench-$tag.metrics.txt"
     # kill -9 at N documents, then the time until the restarted server listens: with the files in the page cache
     # (as after a process crash), then (stopped with SIGTERM) once more with the page cache dropped (as after a
     # power cut).
