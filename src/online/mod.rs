@@ -1257,7 +1257,8 @@ fn write_snapshot(sh: &Shared, seq: u64) -> Result<(u64, u64), String> {
     let file = File::create(&tmp).map_err(|e| fail("creating", &e))?;
     let mut w = log::SnapshotWriter::new(file, k, seq).map_err(|e| fail("writing", &e))?;
     let mut buf = Vec::new();
-    for chunk in order.chunks(4096) {
+    // Short chunks: the writer waits for each chunk's read lock.
+    for chunk in order.chunks(1024) {
         if sh.cancel_snapshot.load(Ordering::Relaxed) {
             return Err(fail("cancelled (the index is closing)", &""));
         }

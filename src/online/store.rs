@@ -11,7 +11,9 @@
 //! see a document when its insertion is durable and its deletion is not (see [`super`]).
 
 use crate::lsh::index::BandHasher;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
+use std::borrow::Borrow;
+use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 /// No slot: the end of a bucket's chain.
@@ -44,8 +46,8 @@ pub(crate) struct Store {
     /// `next[band][slot]`: the next older member of the slot's bucket in that band.
     next: Vec<Vec<u32>>,
     /// Per band: band key to (newest member, members).
-    heads: Vec<FxHashMap<u64, (u32, u32)>>,
-    pub ids: FxHashMap<Arc<str>, u32>,
+    heads: Vec<Sharded<u64, (u32, u32)>>,
+    pub ids: Sharded<Arc<str>, u32>,
     /// Documents in slots (pending ones and ones deleted but not yet removed included).
     pub occupied: usize,
     /// Heap bytes of ids and texts.
@@ -65,8 +67,8 @@ impl Store {
             free: Vec::new(),
             sigs: Vec::new(),
             next: vec![Vec::new(); bands],
-            heads: vec![FxHashMap::default(); bands],
-            ids: FxHashMap::default(),
+            heads: (0..bands).map(|_| Sharded::default()).collect(),
+            ids: Sharded::default(),
             occupied: 0,
             heap: 0,
             banded: true,
@@ -181,7 +183,7 @@ impl Store {
             .enumerate()
             .for_each(|(band, (heads, next))| {
                 heads.clear();
-                heads.reserve(order.len());
+                heads.reserve_total(order.len());
                 for &(_, s) in &order {
                     let key = hasher.key(band, &sigs[s as usize * k..(s as usize + 1) * k]);
                     let head = heads.entry(key).or_insert((NIL, 0));
@@ -272,6 +274,8 @@ impl Store {
         use std::mem::size_of;
         let map_entry = size_of::<(u64, (u32, u32))>() + 1;
         let tables: usize = self.heads.iter().map(|m| m.capacity() * map_entry).sum();
+        // The shards' own headers, in one box per sharded map.
+        let shards = (self.heads.len() + 1) * SHARDS * size_of::<FxHashMap<u64, (u32, u32)>>();
         let links: usize = self.next.iter().map(|n| n.capacity() * 4).sum();
         self.slots.capacity() * size_of::<Slot>()
             + self.sigs.capacity() * 4
@@ -279,7 +283,96 @@ impl Store {
             + tables
             + links
             + self.ids.capacity() * (size_of::<(Arc<str>, u32)>() + 1)
+            + shards
             + self.heap
+    }
+}
+
+/// Shards of a [`Sharded`] map.
+const SHARDS: usize = 64;
+
+/// A hash map split by its keys' hashes into [`SHARDS`] maps. A hash map grows by rehashing every entry at
+/// once; under the store's write lock, the band tables (one entry per document and band, all growing at the
+/// same pace) and the id map would stop every reader and writer for that long: about a second at a million
+/// documents and 35 bands. Split, each shard grows on its own, a 64th of the work at a time, and the shards
+/// reach their thresholds at scattered moments.
+#[derive(Debug)]
+pub(crate) struct Sharded<K, V> {
+    shards: Box<[FxHashMap<K, V>]>,
+}
+
+impl<K: Hash + Eq, V: PartialEq> PartialEq for Sharded<K, V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.shards == other.shards
+    }
+}
+
+impl<K, V> Default for Sharded<K, V> {
+    fn default() -> Self {
+        Sharded {
+            shards: (0..SHARDS).map(|_| FxHashMap::default()).collect(),
+        }
+    }
+}
+
+impl<K: Hash + Eq, V> Sharded<K, V> {
+    /// The shard of a key: hash bits 32 to 37, which a shard's own table (its low bits for the bucket, its top
+    /// seven for the tag) does not use, so each shard's table stays as well spread as one table would be.
+    fn shard<Q: Hash + ?Sized>(key: &Q) -> usize {
+        (FxBuildHasher.hash_one(key) >> 32) as usize & (SHARDS - 1)
+    }
+
+    pub fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+    {
+        self.shards[Self::shard(key)].get(key)
+    }
+
+    pub fn get_mut<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+    {
+        self.shards[Self::shard(key)].get_mut(key)
+    }
+
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
+        self.shards[Self::shard(&key)].insert(key, value)
+    }
+
+    pub fn remove<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+    {
+        self.shards[Self::shard(key)].remove(key)
+    }
+
+    pub fn entry(&mut self, key: K) -> std::collections::hash_map::Entry<'_, K, V> {
+        self.shards[Self::shard(&key)].entry(key)
+    }
+
+    pub fn clear(&mut self) {
+        self.shards.iter_mut().for_each(FxHashMap::clear);
+    }
+
+    /// Room for about `n` entries in all, spread evenly (recovery, which knows its count).
+    pub fn reserve_total(&mut self, n: usize) {
+        let each = n / SHARDS + n / SHARDS / 16 + 16;
+        self.shards.iter_mut().for_each(|m| m.reserve(each));
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(FxHashMap::len).sum()
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.shards.iter().all(FxHashMap::is_empty)
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.shards.iter().map(FxHashMap::capacity).sum()
     }
 }
 
@@ -431,6 +524,37 @@ mod tests {
         let (got, unchecked) = store.candidates(&[7, 7], 3, |_| true, &mut Vec::new());
         assert_eq!(got, vec![7, 8, 9]);
         assert_eq!(unchecked, 7);
+    }
+
+    /// Every shard gets its share of band keys and of ids: each count within six standard deviations of the
+    /// binomial mean (one shard is 1/64 of the keys).
+    #[test]
+    fn shards_share_keys_and_ids_evenly() {
+        let n = 64_000usize;
+        let p = 1.0 / SHARDS as f64;
+        let (mean, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+        let mut keys: Sharded<u64, u32> = Sharded::default();
+        let mut ids: Sharded<Arc<str>, u32> = Sharded::default();
+        for i in 0..n as u32 {
+            keys.insert(rng.next_u64(), i);
+            ids.insert(format!("doc-{i}").into(), i);
+        }
+        let lens = |lens: Vec<usize>| {
+            for (i, len) in lens.into_iter().enumerate() {
+                let z = (len as f64 - mean) / sd;
+                assert!(
+                    z.abs() < 6.0,
+                    "shard {i} holds {len}, expected {mean:.0} +- {sd:.0}"
+                );
+            }
+        };
+        lens(keys.shards.iter().map(|m| m.len()).collect());
+        lens(ids.shards.iter().map(|m| m.len()).collect());
+        assert_eq!((keys.len(), ids.len()), (n, n));
+        assert_eq!(ids.get("doc-17"), Some(&17));
+        assert_eq!(ids.remove("doc-17"), Some(17));
+        assert_eq!(ids.get("doc-17"), None);
     }
 
     #[test]
