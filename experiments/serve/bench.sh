@@ -109,6 +109,10 @@ run_lshbench() {
          { print "{\"documents\":[" $0 "]}" > (P "." ((NR - 1) % T)) }'
     local index=$work/index
     rm -rf "$index"
+    # The bodies (1.5 GB at 1M documents), the corpus and whatever else is dirty are written out before the run:
+    # left to the kernel's flusher, they would be written back about 30 s into it (vm.dirty_expire_centisecs),
+    # and the index's fdatasyncs would wait for them, since ext4's journal commit writes such data out first.
+    sync
     start_server "$index" --create "${params[@]}"
     sleep 1
     echo "== lshbench serve, $c clients, $n documents"
