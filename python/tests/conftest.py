@@ -13,6 +13,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "data" / "spamassassin.jsonl.gz"
 
+# Every Spark these tests start (in this process, and in the subprocesses of the command-line tests, which inherit
+# the environment) runs its JVM with the first JIT tier only: the jobs here last seconds, and the optimising
+# compiler's work on Spark's own code was about a third of the Spark tests' CPU. A caller's own setting is kept.
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+
 
 def _find_cli() -> Path:
     env = os.environ.get("LSHBENCH_BIN")
