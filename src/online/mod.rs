@@ -239,6 +239,16 @@ pub struct Stats {
 
 type Reply = Box<dyn FnOnce(Result<Outcome, WriteError>) + Send>;
 
+/// Submits a job through `submit`, which is given the reply callback, and waits for its answer (a writer that
+/// stops without answering counts as closed).
+fn wait(submit: impl FnOnce(Reply)) -> Result<Outcome, WriteError> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    submit(Box::new(move |r| {
+        let _ = tx.send(r);
+    }));
+    rx.recv().unwrap_or(Err(WriteError::Closed))
+}
+
 /// What a write job answers.
 #[derive(Debug)]
 pub enum Outcome {
@@ -481,15 +491,7 @@ impl OnlineIndex {
         mode: InsertMode,
         reply: impl FnOnce(Result<Outcome, WriteError>) + Send + 'static,
     ) {
-        let ops = docs
-            .into_iter()
-            .map(|d| Op::Put {
-                doc: self.prepare(d.id, &d.text, true),
-                query: true,
-                mode,
-            })
-            .collect();
-        self.submit(ops, Box::new(reply));
+        self.submit_puts(docs, true, mode, Box::new(reply));
     }
 
     /// Inserts `docs` in order without looking for their near-duplicates; `reply` as [`OnlineIndex::submit_check`].
@@ -498,15 +500,20 @@ impl OnlineIndex {
         docs: Vec<DocIn>,
         reply: impl FnOnce(Result<Outcome, WriteError>) + Send + 'static,
     ) {
+        self.submit_puts(docs, false, InsertMode::Always, Box::new(reply));
+    }
+
+    /// One write job of `docs`, each looked up first when `query` (and only then with its verification set).
+    fn submit_puts(&self, docs: Vec<DocIn>, query: bool, mode: InsertMode, reply: Reply) {
         let ops = docs
             .into_iter()
             .map(|d| Op::Put {
-                doc: self.prepare(d.id, &d.text, false),
-                query: false,
-                mode: InsertMode::Always,
+                doc: self.prepare(d.id, &d.text, query),
+                query,
+                mode,
             })
             .collect();
-        self.submit(ops, Box::new(reply));
+        self.submit(ops, reply);
     }
 
     /// Deletes the document `id`; `reply` once the deletion is durable.
@@ -520,11 +527,7 @@ impl OnlineIndex {
 
     /// [`OnlineIndex::submit_check`], waiting for the answer.
     pub fn check(&self, docs: Vec<DocIn>, mode: InsertMode) -> Result<Vec<DocResult>, WriteError> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.submit_check(docs, mode, move |r| {
-            let _ = tx.send(r);
-        });
-        match rx.recv().unwrap_or(Err(WriteError::Closed))? {
+        match wait(|reply| self.submit_check(docs, mode, reply))? {
             Outcome::Docs(d) => Ok(d),
             Outcome::Deleted(_) => unreachable!("a check answers with documents"),
         }
@@ -532,11 +535,7 @@ impl OnlineIndex {
 
     /// [`OnlineIndex::submit_insert`], waiting for the answer.
     pub fn insert(&self, docs: Vec<DocIn>) -> Result<Vec<DocResult>, WriteError> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.submit_insert(docs, move |r| {
-            let _ = tx.send(r);
-        });
-        match rx.recv().unwrap_or(Err(WriteError::Closed))? {
+        match wait(|reply| self.submit_insert(docs, reply))? {
             Outcome::Docs(d) => Ok(d),
             Outcome::Deleted(_) => unreachable!("an insert answers with documents"),
         }
@@ -544,11 +543,7 @@ impl OnlineIndex {
 
     /// [`OnlineIndex::submit_delete`], waiting for the answer.
     pub fn delete(&self, id: &str) -> Result<DeleteResponse, WriteError> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.submit_delete(id.to_string(), move |r| {
-            let _ = tx.send(r);
-        });
-        match rx.recv().unwrap_or(Err(WriteError::Closed))? {
+        match wait(|reply| self.submit_delete(id.to_string(), reply))? {
             Outcome::Deleted(d) => Ok(d),
             Outcome::Docs(_) => unreachable!("a delete answers with a deletion"),
         }
