@@ -58,6 +58,11 @@ pub struct CheckArgs {
     /// Seconds to wait for one answer.
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     pub timeout: u64,
+    /// Times a request is sent again after a connection error, a time-out or a 503 (busy, closing), waiting
+    /// 0.5, 1, 2, ... seconds between tries, or the server's Retry-After. Safe: the server answers a document
+    /// it already stored exactly as it did the first time.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub retries: u32,
     /// The instruction set of reading (the server shingles and signs with its own).
     #[command(flatten)]
     pub arch: IsaArgs,
@@ -68,10 +73,24 @@ struct Client {
     base: String,
     token: Option<String>,
     agent: ureq::Agent,
+    retries: u32,
+}
+
+/// Why one try of a request failed, and whether trying again may succeed (after how many seconds, when the
+/// server said).
+struct Failed {
+    error: anyhow::Error,
+    retry: bool,
+    after: Option<u64>,
 }
 
 impl Client {
-    fn new(base: &str, token: Option<String>, timeout: Duration) -> anyhow::Result<Client> {
+    fn new(
+        base: &str,
+        token: Option<String>,
+        timeout: Duration,
+        retries: u32,
+    ) -> anyhow::Result<Client> {
         let base = base.trim_end_matches('/').to_string();
         anyhow::ensure!(
             base.starts_with("http://"),
@@ -82,11 +101,41 @@ impl Client {
             .http_status_as_error(false)
             .build()
             .into();
-        Ok(Client { base, token, agent })
+        Ok(Client {
+            base,
+            token,
+            agent,
+            retries,
+        })
     }
 
-    /// Sends a request and returns the body of a 200, or an error with the server's message.
-    fn call(&self, method: &str, path: &str, body: Option<Vec<u8>>) -> anyhow::Result<Vec<u8>> {
+    /// Sends a request and returns the body of a 200, or an error with the server's message. A connection
+    /// error, a time-out or a 503 is tried again, up to `retries` times.
+    fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> anyhow::Result<Vec<u8>> {
+        let mut wait = Duration::from_millis(500);
+        for attempt in 0.. {
+            match self.try_call(method, path, body) {
+                Ok(bytes) => return Ok(bytes),
+                Err(f) if f.retry && attempt < self.retries => {
+                    let pause = f.after.map_or(wait, Duration::from_secs);
+                    eprintln!(
+                        "lshbench check: {:#}; trying again in {:.1} s ({} of {})",
+                        f.error,
+                        pause.as_secs_f64(),
+                        attempt + 1,
+                        self.retries
+                    );
+                    std::thread::sleep(pause);
+                    wait = (wait * 2).min(Duration::from_secs(8));
+                }
+                Err(f) => return Err(f.error),
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// One try of [`Client::call`].
+    fn try_call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Vec<u8>, Failed> {
         let url = format!("{}{path}", self.base);
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
         let result = match body {
@@ -98,7 +147,7 @@ impl Client {
                 if let Some(a) = &auth {
                     r = r.header("Authorization", a);
                 }
-                r.send(&b[..])
+                r.send(b)
             }
             None => {
                 let mut r = if method == "GET" {
@@ -112,20 +161,49 @@ impl Client {
                 r.call()
             }
         };
-        let mut response = result.map_err(|e| anyhow::anyhow!("{method} {url}: {e}"))?;
+        // Transport errors (refused, reset, timed out) may pass; a malformed URL or the like will not.
+        let transient = |e: &ureq::Error| {
+            matches!(
+                e,
+                ureq::Error::Io(_)
+                    | ureq::Error::Timeout(_)
+                    | ureq::Error::ConnectionFailed
+                    | ureq::Error::Protocol(_)
+                    | ureq::Error::BodyStalled
+            )
+        };
+        let mut response = result.map_err(|e| Failed {
+            retry: transient(&e),
+            error: anyhow::anyhow!("{method} {url}: {e}"),
+            after: None,
+        })?;
         let status = response.status().as_u16();
+        let after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|s| s.min(60));
         let bytes = response
             .body_mut()
             .with_config()
             .limit(1 << 30)
             .read_to_vec()
-            .map_err(|e| anyhow::anyhow!("{method} {url}: reading the answer: {e}"))?;
+            .map_err(|e| Failed {
+                retry: transient(&e),
+                error: anyhow::anyhow!("{method} {url}: reading the answer: {e}"),
+                after: None,
+            })?;
         if status != 200 {
             let message = serde_json::from_slice::<serde_json::Value>(&bytes)
                 .ok()
                 .and_then(|v| v["error"].as_str().map(str::to_string))
                 .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
-            anyhow::bail!("{method} {url}: {status}: {message}");
+            return Err(Failed {
+                error: anyhow::anyhow!("{method} {url}: {status}: {message}"),
+                retry: status == 503,
+                after,
+            });
         }
         Ok(bytes)
     }
@@ -159,6 +237,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
         &args.server,
         token,
         Duration::from_secs(args.timeout.max(1)),
+        args.retries,
     )?;
     let stats: serde_json::Value =
         serde_json::from_slice(&client.call("GET", "/v1/stats", None)?)?;
@@ -178,7 +257,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
             insert: mode,
         })?;
         let answer: BatchResponse =
-            serde_json::from_slice(&client.call("POST", "/v1/check", Some(body))?)?;
+            serde_json::from_slice(&client.call("POST", "/v1/check", Some(&body))?)?;
         for r in &answer.results {
             let id = r.id.as_deref().unwrap_or_default();
             tally.documents += 1;

@@ -89,6 +89,15 @@ pub struct ServeArgs {
     /// Refuse writes (507) once the index holds this much memory: SIZE like 4G or 512M.
     #[arg(long, value_name = "SIZE", value_parser = crate::dedup::external::parse_size, help_heading = "Limits")]
     pub max_memory: Option<u64>,
+    /// Refuse writes (503, Retry-After) while this many bytes of writes wait for the writer: SIZE like 256M.
+    /// They count towards --max-memory.
+    #[arg(long, value_name = "SIZE", value_parser = crate::dedup::external::parse_size,
+          default_value = "256M", help_heading = "Limits")]
+    pub max_queued_bytes: u64,
+    /// Refuse a check or query (413) whose documents have more candidates than this to verify, in all: it
+    /// bounds one request's work and the duplicates its answer lists.
+    #[arg(long, value_name = "N", default_value_t = crate::online::DEFAULT_MAX_CANDIDATES, help_heading = "Limits")]
+    pub max_candidates: u64,
     /// The largest request body in bytes (413 past it).
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, help_heading = "Limits")]
     pub max_body_bytes: usize,
@@ -212,6 +221,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let options = OnlineOptions {
         max_memory: args.max_memory,
         snapshot_min_bytes: args.snapshot_min.max(1),
+        max_candidates: args.max_candidates.max(1),
+        max_queued_bytes: args.max_queued_bytes.max(1),
         faults: Faults {
             disk_full_after: args.fail_log_writes_after,
             ..Faults::default()

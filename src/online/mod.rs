@@ -57,12 +57,24 @@ pub struct OnlineOptions {
     /// A snapshot is taken once the log since the last one holds more than this many bytes and more than the
     /// last snapshot (default [`DEFAULT_SNAPSHOT_MIN_BYTES`] when 0).
     pub snapshot_min_bytes: u64,
+    /// A check or query whose documents have more candidates than this to verify, in all, is refused
+    /// (default [`DEFAULT_MAX_CANDIDATES`] when 0). It bounds the work of one request, and the duplicates
+    /// its answer can list.
+    pub max_candidates: u64,
+    /// Writes waiting for the writer may hold this many bytes (documents signed, texts compressed); a write
+    /// that would go past it is refused with [`WriteError::Busy`] (default [`DEFAULT_MAX_QUEUED_BYTES`] when
+    /// 0). The queued bytes count towards [`OnlineOptions::max_memory`].
+    pub max_queued_bytes: u64,
     /// Fault injection, for tests.
     pub faults: Faults,
 }
 
 /// The default of [`OnlineOptions::snapshot_min_bytes`].
 pub const DEFAULT_SNAPSHOT_MIN_BYTES: u64 = 64 << 20;
+/// The default of [`OnlineOptions::max_candidates`].
+pub const DEFAULT_MAX_CANDIDATES: u64 = 20_000;
+/// The default of [`OnlineOptions::max_queued_bytes`].
+pub const DEFAULT_MAX_QUEUED_BYTES: u64 = 256 << 20;
 
 /// Faults the log can be told to suffer, so that tests of failure paths never depend on the machine (no
 /// silently skipped test when a small file system cannot be mounted).
@@ -142,16 +154,41 @@ pub enum WriteError {
     /// The index is closing.
     #[error("the index is shutting down")]
     Closed,
+    /// The request's documents have too many candidates to verify (nothing was changed).
+    #[error(
+        "the request's documents have {candidates} or more candidates to verify (counted up to documents[{document}]), \
+         over the limit of {limit} per request (--max-candidates): send fewer documents per request"
+    )]
+    TooManyCandidates {
+        /// Candidates counted so far.
+        candidates: u64,
+        /// The limit.
+        limit: u64,
+        /// The document at which the count passed the limit.
+        document: usize,
+    },
+    /// The writer's queue is full: retry later (nothing was changed).
+    #[error(
+        "the index's write queue is full ({queued} bytes waiting, limit {limit}, --max-queued-bytes): retry \
+         in a moment"
+    )]
+    Busy {
+        /// Bytes waiting.
+        queued: u64,
+        /// The limit.
+        limit: u64,
+    },
 }
 
 impl WriteError {
-    /// The HTTP status of the error: 507 for a full disk or the memory limit, 503 when closing or poisoned,
-    /// 500 for other I/O errors.
+    /// The HTTP status of the error: 507 for a full disk or the memory limit, 503 when closing, poisoned or
+    /// busy, 413 for a request with too many candidates, 500 for other I/O errors.
     pub fn status(&self) -> u16 {
         match self {
             WriteError::DiskFull(_) | WriteError::MemoryFull { .. } => 507,
-            WriteError::Poisoned(_) | WriteError::Closed => 503,
+            WriteError::Poisoned(_) | WriteError::Closed | WriteError::Busy { .. } => 503,
             WriteError::Io(_) => 500,
+            WriteError::TooManyCandidates { .. } => 413,
         }
     }
 
@@ -204,7 +241,8 @@ pub struct Stats {
     pub documents: u64,
     /// The last durable sequence number.
     pub durable_seq: u64,
-    /// Bytes of memory the index holds (tables at their capacity, signatures, ids, compressed texts).
+    /// Bytes of memory the index holds (tables at their capacity, signatures, ids, compressed texts, and the
+    /// writes queued for the writer).
     pub memory_bytes: u64,
     /// `memory_bytes` per document (0 when empty).
     pub memory_bytes_per_document: f64,
@@ -297,6 +335,8 @@ struct Shared {
     /// The newest snapshot (seq, bytes).
     snapshot: Mutex<Option<(u64, u64)>>,
     cancel_snapshot: AtomicBool,
+    /// Bytes of the jobs queued for the writer ([`job_memory`]).
+    queued: AtomicU64,
     /// Held for the index's lifetime: the advisory lock that keeps a second process out.
     _lock: File,
 }
@@ -403,6 +443,7 @@ impl OnlineIndex {
             recovery,
             snapshot: Mutex::new(snapshot),
             cancel_snapshot: AtomicBool::new(false),
+            queued: AtomicU64::new(0),
             _lock: lock,
         });
         let (tx, rx) = mpsc::channel();
@@ -470,15 +511,28 @@ impl OnlineIndex {
     }
 
     fn submit(&self, ops: Vec<Op>, reply: Reply) {
-        let sender = self.sender.lock().unwrap();
+        let sh = &self.shared;
         let job = Job { ops, reply };
-        match sender.as_ref() {
-            Some(tx) => {
-                if let Err(mpsc::SendError(job)) = tx.send(job) {
-                    (job.reply)(Err(WriteError::Closed));
-                }
-            }
-            None => (job.reply)(Err(WriteError::Closed)),
+        let bytes = job_memory(&job);
+        let limit = match sh.options.max_queued_bytes {
+            0 => DEFAULT_MAX_QUEUED_BYTES,
+            n => n,
+        };
+        // One job alone is always taken, whatever its size (the request limits bound it).
+        let queued = sh.queued.fetch_add(bytes, Ordering::AcqRel);
+        if queued > 0 && queued + bytes > limit {
+            sh.queued.fetch_sub(bytes, Ordering::AcqRel);
+            sh.counters.refused.fetch_add(1, Ordering::Relaxed);
+            return (job.reply)(Err(WriteError::Busy { queued, limit }));
+        }
+        let sender = self.sender.lock().unwrap();
+        let unsent = match sender.as_ref() {
+            Some(tx) => tx.send(job).err().map(|mpsc::SendError(job)| job),
+            None => Some(job),
+        };
+        if let Some(job) = unsent {
+            sh.queued.fetch_sub(bytes, Ordering::AcqRel);
+            (job.reply)(Err(WriteError::Closed));
         }
     }
 
@@ -505,13 +559,16 @@ impl OnlineIndex {
 
     /// One write job of `docs`, each looked up first when `query` (and only then with its verification set).
     fn submit_puts(&self, docs: Vec<DocIn>, query: bool, mode: InsertMode, reply: Reply) {
-        let ops = docs
+        let prepared: Vec<Prepared> = docs
             .into_iter()
-            .map(|d| Op::Put {
-                doc: self.prepare(d.id, &d.text, query),
-                query,
-                mode,
-            })
+            .map(|d| self.prepare(d.id, &d.text, query))
+            .collect();
+        if query && let Err(e) = self.within_budget(&prepared, mode != InsertMode::Never) {
+            return reply(Err(e));
+        }
+        let ops = prepared
+            .into_iter()
+            .map(|doc| Op::Put { doc, query, mode })
             .collect();
         self.submit(ops, reply);
     }
@@ -551,16 +608,34 @@ impl OnlineIndex {
 
     /// The near-duplicates of each document among the durable ones, without inserting anything. Never waits
     /// for a sync.
-    pub fn query(&self, docs: &[QueryDoc]) -> Vec<DocResult> {
+    pub fn query(&self, docs: &[QueryDoc]) -> Result<Vec<DocResult>, WriteError> {
+        let prepared: Vec<Prepared> = docs
+            .iter()
+            .map(|d| self.prepare(d.id.clone().unwrap_or_default(), &d.text, true))
+            .collect();
+        self.within_budget(&prepared, false)?;
         let mut keys = Vec::new();
         let out = docs
             .iter()
-            .map(|d| {
-                let p = self.prepare(String::new(), &d.text, true);
+            .zip(&prepared)
+            .map(|(d, p)| {
+                // A document given with the id of a stored one is never its own duplicate; the stored
+                // document itself gets the answer its check got.
+                let view = match d.id.as_ref().map(|_| {
+                    let store = self.shared.store.read().unwrap();
+                    let durable = self.shared.durable.load(Ordering::Acquire);
+                    stored(&store, p, Visibility::Durable, durable)
+                }) {
+                    Some(Stored::Same { slot, seq }) => {
+                        View::before(Visibility::Durable, slot, seq)
+                    }
+                    Some(Stored::Other { slot }) => View::except(Visibility::Durable, slot),
+                    _ => View::all(Visibility::Durable),
+                };
                 let (duplicates, unchecked) = if p.empty {
                     (Vec::new(), 0)
                 } else {
-                    find(&self.shared, &p, Visibility::Durable, &mut keys)
+                    find(&self.shared, p, view, &mut keys)
                 };
                 DocResult {
                     id: d.id.clone(),
@@ -577,7 +652,59 @@ impl OnlineIndex {
             .counters
             .queried
             .fetch_add(docs.len() as u64, Ordering::Relaxed);
-        out
+        Ok(out)
+    }
+
+    /// Refuses a batch whose documents have more candidates to verify than [`OnlineOptions::max_candidates`]:
+    /// each document's among the documents in the index and, when the batch inserts (`inserts`), among the
+    /// batch's earlier documents. Counting walks the buckets only; nothing is decompressed or verified.
+    fn within_budget(&self, docs: &[Prepared], inserts: bool) -> Result<(), WriteError> {
+        let sh = &self.shared;
+        let limit = match sh.options.max_candidates {
+            0 => DEFAULT_MAX_CANDIDATES,
+            n => n,
+        };
+        let mut keys = Vec::new();
+        let mut total = 0u64;
+        // (band, key) -> the batch's earlier documents in that bucket.
+        let mut batch: rustc_hash::FxHashMap<(usize, u64), Vec<u32>> = Default::default();
+        let mut earlier = FxHashSet::default();
+        for (i, d) in docs.iter().enumerate() {
+            if d.empty {
+                continue;
+            }
+            let found = {
+                let store = sh.store.read().unwrap();
+                store
+                    .candidates(
+                        &d.signature,
+                        sh.params.bucket_cap,
+                        |s| Visibility::Writer.sees(s, 0),
+                        &mut keys,
+                    )
+                    .0
+                    .len() as u64
+            };
+            total += found;
+            if inserts {
+                earlier.clear();
+                for (band, key) in keys.iter().enumerate() {
+                    let members = batch.entry((band, *key)).or_default();
+                    earlier.extend(members.iter().copied());
+                    members.push(i as u32);
+                }
+                total += earlier.len() as u64;
+            }
+            if total > limit {
+                sh.counters.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(WriteError::TooManyCandidates {
+                    candidates: total,
+                    limit,
+                    document: i,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The durable document `id`, with its text when texts are kept.
@@ -619,7 +746,7 @@ impl OnlineIndex {
             let durable = sh.durable.load(Ordering::Acquire);
             (
                 sh.visible.load(Ordering::Acquire),
-                store.memory_bytes() as u64,
+                store.memory_bytes() as u64 + sh.queued.load(Ordering::Acquire),
                 durable,
             )
         };
@@ -702,6 +829,81 @@ impl Visibility {
     }
 }
 
+/// The documents a lookup reports: those `vis` sees, inserted before `before`, except the slot `exclude`.
+///
+/// A stored document's answer is about its past: a check that is sent again for a document already stored
+/// (a client's retry) sees only what was inserted before it, and never the document itself, so it gets the
+/// answer the first check got.
+#[derive(Clone, Copy)]
+struct View {
+    vis: Visibility,
+    /// Only documents whose sequence number is below this.
+    before: u64,
+    /// The document itself, when it is stored.
+    exclude: Option<u32>,
+}
+
+impl View {
+    /// Everything `vis` sees.
+    fn all(vis: Visibility) -> View {
+        View {
+            vis,
+            before: u64::MAX,
+            exclude: None,
+        }
+    }
+
+    /// What the stored document in `slot` saw when it was inserted (its own first answer).
+    fn before(vis: Visibility, slot: u32, seq: u64) -> View {
+        View {
+            vis,
+            before: seq,
+            exclude: Some(slot),
+        }
+    }
+
+    /// Everything `vis` sees but the slot `slot` (a stored document of the same id with another text).
+    fn except(vis: Visibility, slot: u32) -> View {
+        View {
+            vis,
+            before: u64::MAX,
+            exclude: Some(slot),
+        }
+    }
+}
+
+/// How a document to put or query stands to a stored document of the same id.
+enum Stored {
+    /// No live document has its id.
+    Absent,
+    /// The stored document has the same signature and text: the request is a retry of the one that stored it.
+    Same { slot: u32, seq: u64 },
+    /// The id holds another document.
+    Other { slot: u32 },
+}
+
+/// How `doc` stands to the live document of its id that `vis` sees, if any.
+fn stored(store: &Store, doc: &Prepared, vis: Visibility, durable: u64) -> Stored {
+    let Some(s) = store.slot_of(&doc.id) else {
+        return Stored::Absent;
+    };
+    let slot = &store.slots[s as usize];
+    if !vis.sees(slot, durable) {
+        return Stored::Absent;
+    }
+    let same = slot.empty == doc.empty
+        && store.signature(s) == doc.signature.as_slice()
+        && slot.text.as_deref() == doc.text.as_deref();
+    if same {
+        Stored::Same {
+            slot: s,
+            seq: slot.seq,
+        }
+    } else {
+        Stored::Other { slot: s }
+    }
+}
+
 /// A candidate's data, copied out under the lock so that verification runs without it.
 struct Candidate {
     id: Arc<str>,
@@ -710,24 +912,22 @@ struct Candidate {
     text: Option<Arc<[u8]>>,
 }
 
-/// The near-duplicates of a prepared document among the documents `vis` sees, verified as `dedup` verifies
+/// The near-duplicates of a prepared document among the documents `view` reports, verified as `dedup` verifies
 /// (`dedup::check_pair`), earliest first; and the bucket members left unread by the cap.
-fn find(
-    shared: &Shared,
-    doc: &Prepared,
-    vis: Visibility,
-    keys: &mut Vec<u64>,
-) -> (Vec<Duplicate>, u64) {
+fn find(shared: &Shared, doc: &Prepared, view: View, keys: &mut Vec<u64>) -> (Vec<Duplicate>, u64) {
     let b = &shared.built;
     let (candidates, unchecked) = {
         let store = shared.store.read().unwrap();
         let durable = shared.durable.load(Ordering::Acquire);
-        let (slots, unchecked) = store.candidates(
+        let (mut slots, unchecked) = store.candidates(
             &doc.signature,
             shared.params.bucket_cap,
-            |s| vis.sees(s, durable),
+            |s| s.seq < view.before && view.vis.sees(s, durable),
             keys,
         );
+        if let Some(me) = view.exclude {
+            slots.retain(|&s| s != me);
+        }
         let c: Vec<Candidate> = slots
             .iter()
             .map(|&s| {
@@ -900,7 +1100,7 @@ impl Writer {
             let first = match pending.take() {
                 Some(j) => j,
                 None => match self.rx.recv() {
-                    Ok(j) => j,
+                    Ok(j) => self.taken(j),
                     Err(_) => break,
                 },
             };
@@ -915,6 +1115,7 @@ impl Writer {
             // changes (a group changes each id at most once, so its undo and its readers stay simple).
             while ops < MAX_GROUP_OPS && bytes < MAX_GROUP_BYTES {
                 let Ok(job) = self.rx.try_recv() else { break };
+                let job = self.taken(job);
                 if job_ids(&job).any(|id| touched.contains(id)) {
                     pending = Some(job);
                     break;
@@ -933,6 +1134,14 @@ impl Writer {
             self.shared.cancel_snapshot.store(true, Ordering::Relaxed);
             let _ = h.join();
         }
+    }
+
+    /// A job taken off the queue: its bytes no longer count as queued.
+    fn taken(&self, job: Job) -> Job {
+        self.shared
+            .queued
+            .fetch_sub(job_memory(&job), Ordering::AcqRel);
+        job
     }
 
     fn group(&mut self, jobs: Vec<Job>) {
@@ -960,7 +1169,7 @@ impl Writer {
             });
             if let (Some(limit), true) = (sh.options.max_memory, writes) {
                 let store = sh.store.read().unwrap();
-                let used = store.memory_bytes() as u64;
+                let used = store.memory_bytes() as u64 + sh.queued.load(Ordering::Acquire);
                 if used >= limit {
                     let documents = store.occupied as u64;
                     drop(store);
@@ -1006,6 +1215,8 @@ impl Writer {
                     let v = sh.visible.load(Ordering::Acquire);
                     sh.visible.store(v + inserted - removed, Ordering::Release);
                     sh.durable.store(self.next_seq - 1, Ordering::Release);
+                    // Counted from the records written: a replayed retry inserts nothing.
+                    sh.counters.inserted.fetch_add(inserted, Ordering::Relaxed);
                 }
                 if self.next_seq > start_seq {
                     sh.counters.groups.fetch_add(1, Ordering::Relaxed);
@@ -1016,10 +1227,6 @@ impl Writer {
                 for (reply, answer) in answers {
                     if let Ok(Outcome::Docs(docs)) = &answer {
                         let c = &sh.counters;
-                        c.inserted.fetch_add(
-                            docs.iter().filter(|d| d.inserted == Some(true)).count() as u64,
-                            Ordering::Relaxed,
-                        );
                         c.duplicates.fetch_add(
                             docs.iter().map(|d| d.duplicates.len() as u64).sum(),
                             Ordering::Relaxed,
@@ -1040,21 +1247,30 @@ impl Writer {
                     if query {
                         sh.counters.checked.fetch_add(1, Ordering::Relaxed);
                     }
+                    let stored = {
+                        let store = sh.store.read().unwrap();
+                        stored(&store, &doc, Visibility::Writer, 0)
+                    };
+                    // A retry (the id stored with this very document) is answered as the first request was:
+                    // its duplicates among the documents before it, and its sequence number. Another document
+                    // under a stored id is refused and compared with everything but that document.
+                    let (view, replay) = match stored {
+                        Stored::Absent => (View::all(Visibility::Writer), None),
+                        Stored::Same { slot, seq } => {
+                            (View::before(Visibility::Writer, slot, seq), Some(seq))
+                        }
+                        Stored::Other { slot } => (View::except(Visibility::Writer, slot), None),
+                    };
                     let (duplicates, unchecked) = if query && !doc.empty {
-                        find(&sh, &doc, Visibility::Writer, &mut self.keys)
+                        find(&sh, &doc, view, &mut self.keys)
                     } else {
                         (Vec::new(), 0)
                     };
-                    let exists = {
-                        let store = sh.store.read().unwrap();
-                        store
-                            .slot_of(&doc.id)
-                            .is_some_and(|s| store.slots[s as usize].deleted == LIVE)
-                    };
-                    let reason = match mode {
-                        InsertMode::Never => Some("never"),
-                        _ if exists => Some("exists"),
-                        InsertMode::IfUnique if !duplicates.is_empty() => Some("duplicate"),
+                    let reason = match (mode, &stored) {
+                        (InsertMode::Never, _) => Some("never"),
+                        (_, Stored::Same { .. }) => None,
+                        (_, Stored::Other { .. }) => Some("exists"),
+                        (InsertMode::IfUnique, _) if !duplicates.is_empty() => Some("duplicate"),
                         _ => None,
                     };
                     let mut result = DocResult {
@@ -1066,7 +1282,9 @@ impl Writer {
                         seq: None,
                         reason: reason.map(str::to_string),
                     };
-                    if reason.is_none() {
+                    if let (None, Some(seq)) = (reason, replay) {
+                        result.seq = Some(seq);
+                    } else if reason.is_none() {
                         let seq = self.next_seq;
                         self.next_seq += 1;
                         log::encode_insert(
@@ -1196,6 +1414,19 @@ impl Writer {
             .spawn(move || write_snapshot(&thread_shared, seq))
             .ok();
     }
+}
+
+/// About the bytes a queued job holds in memory: its records, and the verification sets of its documents.
+fn job_memory(job: &Job) -> u64 {
+    let sets: usize = job
+        .ops
+        .iter()
+        .map(|op| match op {
+            Op::Put { doc, .. } => doc.set.as_ref().map_or(0, |s| 10 * s.len() + 64),
+            Op::Delete(_) => 0,
+        })
+        .sum();
+    (job_bytes(job) + sets) as u64
 }
 
 /// About the bytes a job's records take in the log.

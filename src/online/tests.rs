@@ -204,10 +204,12 @@ fn insert_modes_ids_and_empty_documents() {
     assert_eq!(index.get("empty").unwrap().text.as_deref(), Some(""));
     assert_eq!(index.get("a").unwrap().text.as_deref(), Some(text));
     // Query sees what is durable, inserts nothing.
-    let q = index.query(&[QueryDoc {
-        id: None,
-        text: text.into(),
-    }]);
+    let q = index
+        .query(&[QueryDoc {
+            id: None,
+            text: text.into(),
+        }])
+        .unwrap();
     assert_eq!(q[0].duplicates.len(), 3);
     assert_eq!(index.len(), 5);
     // Delete, then the id can be used again.
@@ -250,7 +252,7 @@ fn a_restart_recovers_every_document_and_deletion() {
                 text: d.text.clone(),
             })
             .collect();
-        (index.query(&q), index.stats())
+        (index.query(&q).unwrap(), index.stats())
     };
     let index =
         OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default()).unwrap();
@@ -264,7 +266,7 @@ fn a_restart_recovers_every_document_and_deletion() {
             text: d.text.clone(),
         })
         .collect();
-    assert_eq!(index.query(&q), before);
+    assert_eq!(index.query(&q).unwrap(), before);
     assert!(index.get(&docs[7].id).is_none());
     assert_eq!(index.get(&docs[8].id).unwrap().text.unwrap(), docs[8].text);
     // The next sequence number continues after the recovered ones.
@@ -390,7 +392,7 @@ fn snapshots_replace_old_segments_and_recovery_gives_the_same_index() {
                 }
             }
         }
-        index.query(&q)
+        index.query(&q).unwrap()
     };
     let names: Vec<String> = std::fs::read_dir(&path)
         .unwrap()
@@ -405,7 +407,7 @@ fn snapshots_replace_old_segments_and_recovery_gives_the_same_index() {
     );
     let index = OnlineIndex::open(&path, &ParamChoices::default(), options).unwrap();
     assert!(index.recovery().snapshot_seq.is_some());
-    assert_eq!(index.query(&q), before);
+    assert_eq!(index.query(&q).unwrap(), before);
     assert_eq!(index.len(), 400 - 7);
 }
 
@@ -434,7 +436,7 @@ fn a_full_disk_fails_the_write_and_leaves_the_index_as_it_was() {
             text: d.text.clone(),
         })
         .collect();
-    let before = index.query(&q);
+    let before = index.query(&q).unwrap();
     let e = index
         .check(docs[20..40].to_vec(), InsertMode::Always)
         .unwrap_err();
@@ -445,7 +447,7 @@ fn a_full_disk_fails_the_write_and_leaves_the_index_as_it_was() {
     assert_eq!(index.len(), 20);
     assert!(index.get(&docs[0].id).is_some());
     assert!(index.get(&docs[25].id).is_none());
-    assert_eq!(index.query(&q), before);
+    assert_eq!(index.query(&q).unwrap(), before);
     assert_eq!(
         std::fs::metadata(last_segment(&path)).unwrap().len(),
         seg_len,
@@ -457,7 +459,7 @@ fn a_full_disk_fails_the_write_and_leaves_the_index_as_it_was() {
     let index =
         OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default()).unwrap();
     assert_eq!(index.len(), 20);
-    assert_eq!(index.query(&q), before);
+    assert_eq!(index.query(&q).unwrap(), before);
     index
         .check(docs[20..40].to_vec(), InsertMode::Always)
         .unwrap();
@@ -497,38 +499,73 @@ fn the_memory_limit_refuses_writes_and_reads_go_on() {
     assert!(index.stats().memory_bytes >= limit);
     // Queries and deletions still work; a deletion is not refused.
     assert!(
-        !index.query(&[QueryDoc {
-            id: None,
-            text: docs[0].text.clone()
-        }])[0]
+        !index
+            .query(&[QueryDoc {
+                id: None,
+                text: docs[0].text.clone()
+            }])
+            .unwrap()[0]
             .duplicates
             .is_empty()
     );
     assert!(index.delete(&docs[0].id).unwrap().deleted);
 }
 
-#[test]
-fn readers_do_not_wait_for_a_writers_sync_nor_see_its_pending_documents() {
-    let dir = tempfile::tempdir().unwrap();
-    let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-    let entered = Arc::new(Barrier::new(2));
-    let (g, e) = (gate.clone(), entered.clone());
-    let hold = Arc::new(AtomicBool::new(false));
-    let h = hold.clone();
-    let options = OnlineOptions {
-        faults: Faults {
+/// Holds the writer between a group's write and its sync: once armed, the next group stops there, the test
+/// learns it from [`Hold::entered`], and the group goes on at [`Hold::release`].
+#[derive(Clone, Default)]
+struct Hold {
+    armed: Arc<AtomicBool>,
+    entered: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    open: Arc<(Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl Hold {
+    fn arm(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    fn faults(&self) -> Faults {
+        let h = self.clone();
+        Faults {
             before_sync: Some(Arc::new(move || {
-                if h.load(Ordering::SeqCst) {
-                    e.wait();
-                    let (lock, cv) = &*g;
-                    let mut open = lock.lock().unwrap();
-                    while !*open {
-                        open = cv.wait(open).unwrap();
-                    }
+                if h.armed.swap(false, Ordering::SeqCst) {
+                    set(&h.entered);
+                    wait_for(&h.open);
                 }
             })),
             ..Default::default()
-        },
+        }
+    }
+
+    /// Waits until the writer is held.
+    fn entered(&self) {
+        wait_for(&self.entered);
+    }
+
+    fn release(&self) {
+        set(&self.open);
+    }
+}
+
+fn set(flag: &(Mutex<bool>, std::sync::Condvar)) {
+    *flag.0.lock().unwrap() = true;
+    flag.1.notify_all();
+}
+
+fn wait_for(flag: &(Mutex<bool>, std::sync::Condvar)) {
+    let mut done = flag.0.lock().unwrap();
+    while !*done {
+        done = flag.1.wait(done).unwrap();
+    }
+}
+
+#[test]
+fn readers_do_not_wait_for_a_writers_sync_nor_see_its_pending_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let hold = Hold::default();
+    let options = OnlineOptions {
+        faults: hold.faults(),
         ..Default::default()
     };
     let index = Arc::new(OnlineIndex::create(&dir.path().join("i"), &small(0.5), options).unwrap());
@@ -539,18 +576,20 @@ fn readers_do_not_wait_for_a_writers_sync_nor_see_its_pending_documents() {
             "something else entirely, written first",
         )])
         .unwrap();
-    hold.store(true, Ordering::SeqCst);
+    hold.arm();
     let writer = {
         let index = index.clone();
         std::thread::spawn(move || index.check(vec![doc("pending", text)], InsertMode::Always))
     };
     // The writer is now inside its group, between the write and the sync.
-    entered.wait();
+    hold.entered();
     let t0 = Instant::now();
-    let q = index.query(&[QueryDoc {
-        id: None,
-        text: text.into(),
-    }]);
+    let q = index
+        .query(&[QueryDoc {
+            id: None,
+            text: text.into(),
+        }])
+        .unwrap();
     assert!(
         q[0].duplicates.is_empty(),
         "a reader saw a document that is not durable"
@@ -560,17 +599,14 @@ fn readers_do_not_wait_for_a_writers_sync_nor_see_its_pending_documents() {
     assert_eq!(index.len(), 1);
     assert!(t0.elapsed() < std::time::Duration::from_secs(5));
     // The writer's own next check would see it: release the sync and check again.
-    hold.store(false, Ordering::SeqCst);
-    {
-        let (lock, cv) = &*gate;
-        *lock.lock().unwrap() = true;
-        cv.notify_all();
-    }
+    hold.release();
     assert_eq!(writer.join().unwrap().unwrap()[0].inserted, Some(true));
-    let q = index.query(&[QueryDoc {
-        id: None,
-        text: text.into(),
-    }]);
+    let q = index
+        .query(&[QueryDoc {
+            id: None,
+            text: text.into(),
+        }])
+        .unwrap();
     assert_eq!(q[0].duplicates[0].id, "pending");
 }
 
@@ -625,4 +661,186 @@ fn of_two_near_duplicates_sent_at_once_exactly_one_reports_the_other() {
             assert!(bd.is_empty());
         }
     }
+}
+
+/// The answers a check gives, as comparable rows.
+fn answers(results: &[DocResult]) -> Vec<String> {
+    results
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_retried_check_gets_the_first_answer_and_no_document_is_its_own_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let index =
+        OnlineIndex::create(&dir.path().join("i"), &small(0.5), OnlineOptions::default()).unwrap();
+    let docs = corpus(300, 11);
+    let mut first = Vec::new();
+    for chunk in docs.chunks(37) {
+        first.extend(answers(
+            &index.check(chunk.to_vec(), InsertMode::Always).unwrap(),
+        ));
+    }
+    let pairs: usize = first
+        .iter()
+        .filter(|r| r.contains("\"duplicates\":[{"))
+        .count();
+    assert!(pairs > 20, "the corpus has near-duplicates: {pairs}");
+    let stored = index.len();
+    // The same stream again, in other batches (a client that retries, or a rerun after an interruption): the
+    // same answer for every document, nothing inserted twice.
+    let mut again = Vec::new();
+    for chunk in docs.chunks(50) {
+        let results = index.check(chunk.to_vec(), InsertMode::Always).unwrap();
+        for r in &results {
+            let me = r.id.as_deref().unwrap();
+            assert!(
+                r.duplicates.iter().all(|d| d.id != me),
+                "{me} is reported as its own duplicate"
+            );
+            assert!(
+                r.duplicates.iter().all(|d| Some(d.seq) < r.seq),
+                "{me} lists a later document: {r:?}"
+            );
+        }
+        again.extend(answers(&results));
+    }
+    assert_eq!(again, first);
+    assert_eq!(index.len(), stored);
+    assert_eq!(index.stats().counts["inserted"], stored);
+    // Inserting again, or checking with `never`, is idempotent too.
+    let r = index.insert(docs[..5].to_vec()).unwrap();
+    assert!(
+        r.iter()
+            .all(|r| r.inserted == Some(true) && r.reason.is_none())
+    );
+    assert_eq!(index.len(), stored);
+    // A query that names a stored document gets that document's check answer; under another id, the stored
+    // document is a duplicate like any other.
+    let with_dups = docs
+        .iter()
+        .zip(&first)
+        .position(|(_, a)| a.contains("\"duplicates\":[{"))
+        .unwrap();
+    let d = &docs[with_dups];
+    let q = index
+        .query(&[
+            QueryDoc {
+                id: Some(d.id.clone()),
+                text: d.text.clone(),
+            },
+            QueryDoc {
+                id: Some("someone-else".into()),
+                text: d.text.clone(),
+            },
+        ])
+        .unwrap();
+    let checked: DocResult = serde_json::from_str(&first[with_dups]).unwrap();
+    assert_eq!(q[0].duplicates, checked.duplicates);
+    assert!(q[1].duplicates.iter().any(|x| x.id == d.id));
+    // The same id with another text is refused, and compared with everything but the stored document.
+    let r = index
+        .check(
+            vec![doc(&d.id, &format!("{} and more", d.text))],
+            InsertMode::Always,
+        )
+        .unwrap();
+    assert_eq!(r[0].reason.as_deref(), Some("exists"));
+    assert!(r[0].duplicates.iter().all(|x| x.id != d.id));
+    // After a restart, a retry still gets the first answer.
+    drop(index);
+    let index = OnlineIndex::open(
+        &dir.path().join("i"),
+        &ParamChoices::default(),
+        OnlineOptions::default(),
+    )
+    .unwrap();
+    let results = index
+        .check(docs[..37].to_vec(), InsertMode::Always)
+        .unwrap();
+    assert_eq!(answers(&results), first[..37]);
+}
+
+#[test]
+fn a_request_with_too_many_candidates_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = OnlineOptions {
+        max_candidates: 1000,
+        ..Default::default()
+    };
+    let index = OnlineIndex::create(&dir.path().join("i"), &small(0.5), options).unwrap();
+    let text = "one short text that every document of the batch shares, word for word";
+    // 100 copies in one batch: 4,950 pairs among them, over the limit of 1,000.
+    let copies: Vec<DocIn> = (0..100).map(|i| doc(&format!("c{i}"), text)).collect();
+    let e = index.check(copies.clone(), InsertMode::Always).unwrap_err();
+    assert_eq!(e.status(), 413, "{e}");
+    assert!(e.to_string().contains("--max-candidates"), "{e}");
+    assert_eq!(index.len(), 0);
+    // 40 copies are 780 pairs: taken.
+    index
+        .check(copies[..40].to_vec(), InsertMode::Always)
+        .unwrap();
+    assert_eq!(index.len(), 40);
+    // A query of 30 copies against the 40 stored: 1,200 candidates.
+    let q: Vec<QueryDoc> = (0..30)
+        .map(|_| QueryDoc {
+            id: None,
+            text: text.into(),
+        })
+        .collect();
+    assert_eq!(index.query(&q).unwrap_err().status(), 413);
+    assert_eq!(index.query(&q[..20]).unwrap()[0].duplicates.len(), 40);
+    // An insert verifies nothing, so it has no candidate budget.
+    index.insert(copies[40..].to_vec()).unwrap();
+    assert_eq!(index.len(), 100);
+}
+
+#[test]
+fn the_writers_queue_is_bounded_and_counted_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let hold = Hold::default();
+    hold.arm();
+    let options = OnlineOptions {
+        max_queued_bytes: 64 << 10,
+        faults: hold.faults(),
+        ..Default::default()
+    };
+    let index = Arc::new(OnlineIndex::create(&dir.path().join("i"), &small(0.5), options).unwrap());
+    let docs = corpus(400, 3);
+    // The first write holds the writer inside its sync.
+    let first = {
+        let index = index.clone();
+        let d = docs[..1].to_vec();
+        std::thread::spawn(move || index.insert(d))
+    };
+    hold.entered();
+    let before = index.stats().memory_bytes;
+    // Writes queue behind it until their bytes pass the limit; then they are refused at once.
+    let (tx, rx) = mpsc::channel();
+    let mut busy = None;
+    for (i, chunk) in docs[1..].chunks(20).enumerate() {
+        let tx = tx.clone();
+        index.submit_insert(chunk.to_vec(), move |r| {
+            let _ = tx.send((i, r.map(|_| ())));
+        });
+        if let Ok((_, Err(e))) = rx.try_recv() {
+            busy = Some(e);
+            break;
+        }
+    }
+    let busy = busy.expect("the queue took every write while the writer was held");
+    assert!(matches!(busy, WriteError::Busy { .. }), "{busy}");
+    assert_eq!(busy.status(), 503);
+    assert!(index.stats().memory_bytes >= before + (32 << 10));
+    hold.release();
+    first.join().unwrap().unwrap();
+    drop(tx);
+    let taken: Vec<_> = rx.iter().filter(|(_, r)| r.is_ok()).collect();
+    assert!(!taken.is_empty());
+    // Once the queue drains, its bytes no longer count.
+    let index = Arc::try_unwrap(index).ok().unwrap();
+    index.close();
+    assert_eq!(index.shared.queued.load(Ordering::SeqCst), 0);
 }

@@ -332,10 +332,16 @@ fn error(e: ApiError) -> Response {
 }
 
 fn write_error(e: WriteError) -> Response {
-    error(ApiError {
+    let busy = matches!(e, WriteError::Busy { .. });
+    let mut r = error(ApiError {
         status: e.status(),
         message: e.to_string(),
-    })
+    });
+    if busy {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    r
 }
 
 async fn not_found() -> Response {
@@ -454,9 +460,10 @@ async fn query(State(state): State<Shared>, request: axum::extract::Request) -> 
         Ok(_) => unreachable!("the query route decodes queries"),
         Err(r) => return r,
     };
-    json(&BatchResponse {
-        results: state.index.query(&request.documents),
-    })
+    match state.index.query(&request.documents) {
+        Ok(results) => json(&BatchResponse { results }),
+        Err(e) => write_error(e),
+    }
 }
 
 async fn get_document(State(state): State<Shared>, Path(id): Path<String>) -> Response {
