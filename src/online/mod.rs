@@ -232,6 +232,9 @@ struct Counters {
     groups: AtomicU64,
     group_ops: AtomicU64,
     refused: AtomicU64,
+    /// Candidate pairs verified on the clients' threads ([`precheck`]) and on the writer's.
+    verified_before: AtomicU64,
+    verified_by_writer: AtomicU64,
 }
 
 /// The index's state as `GET /v1/stats` reports it.
@@ -303,6 +306,8 @@ struct Prepared {
     signature: Vec<u32>,
     text: Option<Arc<[u8]>>,
     set: Option<SplitSet>,
+    /// Candidates already verified ([`precheck`]), by slot and sequence number: the duplicate or `None`.
+    checked: rustc_hash::FxHashMap<(u32, u64), Option<Duplicate>>,
 }
 
 enum Op {
@@ -507,6 +512,7 @@ impl OnlineIndex {
             signature,
             text,
             set,
+            checked: Default::default(),
         }
     }
 
@@ -559,12 +565,18 @@ impl OnlineIndex {
 
     /// One write job of `docs`, each looked up first when `query` (and only then with its verification set).
     fn submit_puts(&self, docs: Vec<DocIn>, query: bool, mode: InsertMode, reply: Reply) {
-        let prepared: Vec<Prepared> = docs
+        let mut prepared: Vec<Prepared> = docs
             .into_iter()
             .map(|d| self.prepare(d.id, &d.text, query))
             .collect();
-        if query && let Err(e) = self.within_budget(&prepared, mode != InsertMode::Never) {
-            return reply(Err(e));
+        if query {
+            if let Err(e) = self.within_budget(&prepared, mode != InsertMode::Never) {
+                return reply(Err(e));
+            }
+            let mut keys = Vec::new();
+            for p in prepared.iter_mut().filter(|p| p.set.is_some()) {
+                precheck(&self.shared, p, &mut keys);
+            }
         }
         let ops = prepared
             .into_iter()
@@ -779,6 +791,8 @@ impl OnlineIndex {
                 "deleted": get(&c.deleted),
                 "duplicates_reported": get(&c.duplicates),
                 "writes_refused": get(&c.refused),
+                "pairs_verified_before_the_writer": get(&c.verified_before),
+                "pairs_verified_by_the_writer": get(&c.verified_by_writer),
             }),
             group_commits: get(&c.groups),
             group_writes: get(&c.group_ops),
@@ -906,6 +920,7 @@ fn stored(store: &Store, doc: &Prepared, vis: Visibility, durable: u64) -> Store
 
 /// A candidate's data, copied out under the lock so that verification runs without it.
 struct Candidate {
+    slot: u32,
     id: Arc<str>,
     seq: u64,
     estimate: f64,
@@ -915,66 +930,110 @@ struct Candidate {
 /// The near-duplicates of a prepared document among the documents `view` reports, verified as `dedup` verifies
 /// (`dedup::check_pair`), earliest first; and the bucket members left unread by the cap.
 fn find(shared: &Shared, doc: &Prepared, view: View, keys: &mut Vec<u64>) -> (Vec<Duplicate>, u64) {
-    let b = &shared.built;
-    let (candidates, unchecked) = {
-        let store = shared.store.read().unwrap();
-        let durable = shared.durable.load(Ordering::Acquire);
-        let (mut slots, unchecked) = store.candidates(
-            &doc.signature,
-            shared.params.bucket_cap,
-            |s| s.seq < view.before && view.vis.sees(s, durable),
-            keys,
-        );
-        if let Some(me) = view.exclude {
-            slots.retain(|&s| s != me);
-        }
-        let c: Vec<Candidate> = slots
-            .iter()
-            .map(|&s| {
-                let slot = &store.slots[s as usize];
-                Candidate {
-                    id: slot.id.clone().expect("a candidate is an occupied slot"),
-                    seq: slot.seq,
-                    estimate: b.kernel.estimate(store.signature(s), &doc.signature),
-                    text: slot.text.clone(),
-                }
-            })
-            .collect();
-        (c, unchecked)
-    };
-    let t = b.choice.threshold;
+    let (candidates, unchecked) = candidates(shared, doc, view, keys);
+    let mut fresh = 0;
     let mut out: Vec<Duplicate> = candidates
-        .into_iter()
-        .filter_map(|c| {
-            let other = match (&doc.set, &c.text) {
-                (Some(_), Some(text)) => store::decompress(text)
-                    .ok()
-                    .map(|text| exact::verification_split_set(&b.shingler, &text)),
-                _ => None,
-            };
-            let sets = match (&other, &doc.set) {
-                (Some(x), Some(y)) => Some((x, y)),
-                _ => None,
-            };
-            let pair = dedup::check_pair(
-                b.verify,
-                t,
-                0,
-                0,
-                || c.estimate,
-                sets,
-                b.shingler.dispatch(),
-            )?;
-            Some(Duplicate {
-                id: c.id.to_string(),
-                seq: c.seq,
-                estimate: pair.estimate,
-                jaccard: pair.jaccard,
-            })
+        .iter()
+        .filter_map(|c| match doc.checked.get(&(c.slot, c.seq)) {
+            Some(known) => known.clone(),
+            None => {
+                fresh += 1;
+                verify(&shared.built, doc, c)
+            }
         })
         .collect();
+    if matches!(view.vis, Visibility::Writer) {
+        shared
+            .counters
+            .verified_by_writer
+            .fetch_add(fresh, Ordering::Relaxed);
+    }
     out.sort_by_key(|d| d.seq);
     (out, unchecked)
+}
+
+/// The candidates of a prepared document among the documents `view` reports, copied out under the read lock,
+/// and the bucket members left unread by the cap.
+fn candidates(
+    shared: &Shared,
+    doc: &Prepared,
+    view: View,
+    keys: &mut Vec<u64>,
+) -> (Vec<Candidate>, u64) {
+    let b = &shared.built;
+    let store = shared.store.read().unwrap();
+    let durable = shared.durable.load(Ordering::Acquire);
+    let (mut slots, unchecked) = store.candidates(
+        &doc.signature,
+        shared.params.bucket_cap,
+        |s| s.seq < view.before && view.vis.sees(s, durable),
+        keys,
+    );
+    if let Some(me) = view.exclude {
+        slots.retain(|&s| s != me);
+    }
+    let c = slots
+        .iter()
+        .map(|&s| {
+            let slot = &store.slots[s as usize];
+            Candidate {
+                slot: s,
+                id: slot.id.clone().expect("a candidate is an occupied slot"),
+                seq: slot.seq,
+                estimate: b.kernel.estimate(store.signature(s), &doc.signature),
+                text: slot.text.clone(),
+            }
+        })
+        .collect();
+    (c, unchecked)
+}
+
+/// Verifies one candidate pair as `dedup` does (`dedup::check_pair`): the duplicate, or `None`.
+fn verify(b: &Built, doc: &Prepared, c: &Candidate) -> Option<Duplicate> {
+    let other = match (&doc.set, &c.text) {
+        (Some(_), Some(text)) => store::decompress(text)
+            .ok()
+            .map(|text| exact::verification_split_set(&b.shingler, &text)),
+        _ => None,
+    };
+    let sets = match (&other, &doc.set) {
+        (Some(x), Some(y)) => Some((x, y)),
+        _ => None,
+    };
+    let pair = dedup::check_pair(
+        b.verify,
+        b.choice.threshold,
+        0,
+        0,
+        || c.estimate,
+        sets,
+        b.shingler.dispatch(),
+    )?;
+    Some(Duplicate {
+        id: c.id.to_string(),
+        seq: c.seq,
+        estimate: pair.estimate,
+        jaccard: pair.jaccard,
+    })
+}
+
+/// Verifies a document against its candidates among the durable documents before it goes to the writer, on
+/// the calling thread, and keeps each outcome by (slot, sequence number), which names one stored document for
+/// good. The writer then finds the document's candidates as before (the same ones, and the answer is the
+/// same) but verifies only those this did not see: the batch's own earlier documents and what was written
+/// meanwhile. Verification, the costly part of a check, thus runs in the clients' threads, in parallel,
+/// instead of on the single writer.
+fn precheck(shared: &Shared, doc: &mut Prepared, keys: &mut Vec<u64>) {
+    let (candidates, _) = candidates(shared, doc, View::all(Visibility::Durable), keys);
+    let checked = candidates
+        .iter()
+        .map(|c| ((c.slot, c.seq), verify(&shared.built, doc, c)))
+        .collect();
+    doc.checked = checked;
+    shared
+        .counters
+        .verified_before
+        .fetch_add(doc.checked.len() as u64, Ordering::Relaxed);
 }
 
 /// Bytes of the index directory's files, and of its log segments.
@@ -1422,7 +1481,9 @@ fn job_memory(job: &Job) -> u64 {
         .ops
         .iter()
         .map(|op| match op {
-            Op::Put { doc, .. } => doc.set.as_ref().map_or(0, |s| 10 * s.len() + 64),
+            Op::Put { doc, .. } => {
+                doc.set.as_ref().map_or(0, |s| 10 * s.len() + 64) + 64 * doc.checked.len()
+            }
             Op::Delete(_) => 0,
         })
         .sum();

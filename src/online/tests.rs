@@ -844,3 +844,27 @@ fn the_writers_queue_is_bounded_and_counted_in_memory() {
     index.close();
     assert_eq!(index.shared.queued.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn checks_are_verified_before_the_writer_against_the_durable_documents() {
+    let docs = corpus(400, 5);
+    let dir = tempfile::tempdir().unwrap();
+    // In batches, a document's candidates in earlier batches are durable and verified before the writer;
+    // those in its own batch are verified by the writer. The pairs are `dedup`'s either way.
+    let index =
+        OnlineIndex::create(&dir.path().join("i"), &small(0.5), OnlineOptions::default()).unwrap();
+    let got = check_all(&index, &docs, 25);
+    assert_eq!(got, dedup_pairs(index.params(), &docs));
+    let counts = index.stats().counts;
+    let before = counts["pairs_verified_before_the_writer"].as_u64().unwrap();
+    let writer = counts["pairs_verified_by_the_writer"].as_u64().unwrap();
+    assert!(before > 50 && writer > 0 && writer < before, "{counts}");
+    // One document at a time, everything before it is durable: the writer verifies nothing.
+    let index =
+        OnlineIndex::create(&dir.path().join("j"), &small(0.5), OnlineOptions::default()).unwrap();
+    let got = check_all(&index, &docs, 1);
+    assert_eq!(got, dedup_pairs(index.params(), &docs));
+    let counts = index.stats().counts;
+    assert_eq!(counts["pairs_verified_by_the_writer"], 0, "{counts}");
+    assert!(counts["pairs_verified_before_the_writer"].as_u64().unwrap() > 50);
+}
