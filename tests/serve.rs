@@ -222,12 +222,12 @@ fn the_mail_corpus_checked_in_order_gives_exactly_dedups_pairs_and_survives_a_re
     );
     assert_eq!(got, want);
     // SIGTERM exits 0; a restart finds every document, and the same pairs for a second pass with insert never
-    // (read on the scalar path: the client's instruction set changes nothing the server answers): a stored
-    // document is never its own duplicate, and its answer lists only the documents before it.
+    // (the server restarted on the scalar path, the client reading on it too: the instruction set changes no
+    // answer): a stored document is never its own duplicate, and its answer lists only the documents before it.
     let agent = agent();
     assert_eq!(documents(&agent, &server), 6046);
     assert_eq!(server.term().code(), Some(0));
-    let server = Server::start(&index, &[]);
+    let server = Server::start(&index, &["--isa", "scalar"]);
     assert_eq!(documents(&agent, &server), 6046);
     let again = tmp.path().join("again.csv");
     let out = Command::new(BIN)

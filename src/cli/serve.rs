@@ -145,6 +145,9 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: all logical CPUs; at most 1024).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The instruction set of shingling, signing and verifying (every one gives the same bits).
+    #[command(flatten)]
+    pub arch: crate::cli::args::IsaArgs,
     /// Test knob: log writes fail with "no space left on device" once the log files would pass this many
     /// bytes.
     #[arg(long, hide = true)]
@@ -223,6 +226,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         snapshot_min_bytes: args.snapshot_min.max(1),
         max_candidates: args.max_candidates.max(1),
         max_queued_bytes: args.max_queued_bytes.max(1),
+        isa: Some(args.arch.dispatch()?.isa()),
         faults: Faults {
             disk_full_after: args.fail_log_writes_after,
             ..Faults::default()

@@ -65,6 +65,9 @@ pub struct OnlineOptions {
     /// that would go past it is refused with [`WriteError::Busy`] (default [`DEFAULT_MAX_QUEUED_BYTES`] when
     /// 0). The queued bytes count towards [`OnlineOptions::max_memory`].
     pub max_queued_bytes: u64,
+    /// The instruction set of shingling, signing and verifying (default: the widest this CPU runs). Every
+    /// instruction set gives the same bits, so it may change between starts.
+    pub isa: Option<crate::arch::Isa>,
     /// Fault injection, for tests.
     pub faults: Faults,
 }
@@ -431,7 +434,7 @@ impl OnlineIndex {
         }
         let params = IndexParams::load(dir)?;
         choices.resolve(&params, dir)?;
-        let built = params.build(&dir.join(params::PARAMS_FILE))?;
+        let built = params.build(&dir.join(params::PARAMS_FILE), options.isa)?;
         let (store, log, next_seq, recovery, snapshot) = recover(dir, &params, &built, &options)?;
         let mut recovery = recovery;
         recovery.seconds = t0.elapsed().as_secs_f64();

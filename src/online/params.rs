@@ -119,6 +119,9 @@ pub enum ParamsError {
     /// A bad slot width.
     #[error(transparent)]
     Bits(#[from] kernel::bbit::BadBits),
+    /// `--isa` names an instruction set this CPU does not run.
+    #[error(transparent)]
+    Isa(#[from] crate::arch::Unsupported),
     /// A stored value that does not parse (a damaged or hand-edited params.json).
     #[error("{}: {what}", path.display())]
     Stored {
@@ -175,7 +178,7 @@ impl ParamChoices {
             bucket_cap,
         };
         // Build once to refuse an unknown kernel or a k out of its range now, not at the first document.
-        params.build(Path::new(PARAMS_FILE))?;
+        params.build(Path::new(PARAMS_FILE), None)?;
         Ok(params)
     }
 
@@ -264,7 +267,7 @@ pub struct Built {
 impl IndexParams {
     /// The shingler, kernel, banding and band hasher these parameters describe; `path` names the params file
     /// in errors.
-    pub fn build(&self, path: &Path) -> Result<Built, ParamsError> {
+    pub fn build(&self, path: &Path, isa: Option<crate::arch::Isa>) -> Result<Built, ParamsError> {
         let stored = |what: String| ParamsError::Stored {
             path: path.to_path_buf(),
             what,
@@ -281,14 +284,14 @@ impl IndexParams {
             collapse_whitespace: self.collapse_whitespace,
             strip_punctuation: self.strip_punctuation,
         };
-        let shingler = Shingler::new(kind, normalization, self.seed);
+        let shingler = Shingler::new(kind, normalization, self.seed).with_isa(isa)?;
         let kernel = kernel::bbit::BBit::wrap(
             kernel::build(
                 &self.kernel,
                 &KernelParams {
                     num_perm: self.num_perm,
                     seed: self.seed,
-                    isa: None,
+                    isa,
                 },
             )?,
             self.bits,
@@ -444,7 +447,7 @@ mod tests {
         let mut bad = p.clone();
         bad.format = 99;
         let msg = bad
-            .build(Path::new("x/params.json"))
+            .build(Path::new("x/params.json"), None)
             .err()
             .unwrap()
             .to_string();

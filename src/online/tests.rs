@@ -76,7 +76,7 @@ fn dedup_pairs(params: &IndexParams, docs: &[DocIn]) -> Vec<(String, String, Str
         text.push('\n');
     }
     std::fs::write(&input, text).unwrap();
-    let built = params.build(Path::new("p")).unwrap();
+    let built = params.build(Path::new("p"), None).unwrap();
     let mut reader =
         crate::corpus::CorpusReader::open(&input, &crate::corpus::ReaderOptions::default())
             .unwrap();
