@@ -823,3 +823,68 @@ fn parameters_are_fixed_at_create_and_contradictions_are_refused() {
     // The same values are accepted.
     Server::start(&index, &["--threshold", "0.7", "--num-perm", "64"]);
 }
+
+#[test]
+fn check_splits_a_batch_refused_for_its_candidates_and_reports_the_same_pairs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &tmp.path().join("index"),
+        &["--create", "--max-candidates", "50"],
+    );
+    // 40 copies of one text and 20 others: 780 pairs among the copies, over the limit of 50 per request.
+    let input = tmp.path().join("copies.jsonl");
+    let mut lines = String::new();
+    for i in 0..60 {
+        let text = if i % 3 == 2 {
+            (0..40)
+                .map(|j| {
+                    format!(
+                        "{:x}",
+                        (i as u64 * 7919 + j * 104_729).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        } else {
+            "the same boilerplate paragraph, sent again and again by a template".to_string()
+        };
+        lines += &serde_json::json!({"id": format!("d{i:02}"), "text": text}).to_string();
+        lines += "\n";
+    }
+    std::fs::write(&input, lines).unwrap();
+    // The server refuses the whole batch...
+    let body: Vec<serde_json::Value> = std::fs::read_to_string(&input)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (status, answer) = post(
+        &agent(),
+        &format!("{}/v1/check", server.url),
+        &serde_json::json!({"documents": body, "insert": "always"}),
+    );
+    assert_eq!(status, 413, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("--max-candidates")
+    );
+    // ...and `check` sends it in halves until each part is taken: the pairs of one batch.
+    let pairs = tmp.path().join("pairs.csv");
+    let out = Command::new(BIN)
+        .args(["check", "--server", &server.url, "--batch", "60", "--input"])
+        .arg(&input)
+        .arg("--pairs")
+        .arg(&pairs)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = sorted_rows(&pairs);
+    assert_eq!(got.len(), 40 * 39 / 2);
+    assert_eq!(got, dedup_rows(&input, &tmp.path().join("dedup.csv")));
+}

@@ -4,7 +4,7 @@
 use crate::cli::args::{IsaArgs, ReaderArgs};
 use crate::cli::term::Bar;
 use crate::exec::Progress;
-use crate::online::api::{BatchResponse, CheckRequest, DocIn, InsertMode};
+use crate::online::api::{BatchResponse, DocIn, DocResult, InsertMode};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -82,6 +82,8 @@ struct Failed {
     error: anyhow::Error,
     retry: bool,
     after: Option<u64>,
+    /// The server's status, when it answered.
+    status: Option<u16>,
 }
 
 impl Client {
@@ -111,7 +113,7 @@ impl Client {
 
     /// Sends a request and returns the body of a 200, or an error with the server's message. A connection
     /// error, a time-out or a 503 is tried again, up to `retries` times.
-    fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> anyhow::Result<Vec<u8>> {
+    fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Vec<u8>, Failed> {
         let mut wait = Duration::from_millis(500);
         for attempt in 0.. {
             match self.try_call(method, path, body) {
@@ -128,7 +130,7 @@ impl Client {
                     std::thread::sleep(pause);
                     wait = (wait * 2).min(Duration::from_secs(8));
                 }
-                Err(f) => return Err(f.error),
+                Err(f) => return Err(f),
             }
         }
         unreachable!("the loop returns")
@@ -176,6 +178,7 @@ impl Client {
             retry: transient(&e),
             error: anyhow::anyhow!("{method} {url}: {e}"),
             after: None,
+            status: None,
         })?;
         let status = response.status().as_u16();
         let after = response
@@ -193,6 +196,7 @@ impl Client {
                 retry: transient(&e),
                 error: anyhow::anyhow!("{method} {url}: reading the answer: {e}"),
                 after: None,
+                status: Some(status),
             })?;
         if status != 200 {
             let message = serde_json::from_slice::<serde_json::Value>(&bytes)
@@ -203,9 +207,39 @@ impl Client {
                 error: anyhow::anyhow!("{method} {url}: {status}: {message}"),
                 retry: status == 503,
                 after,
+                status: Some(status),
             });
         }
         Ok(bytes)
+    }
+}
+
+impl Client {
+    /// Checks `docs` in order. A batch refused for its candidates (413, `--max-candidates`) is sent again in
+    /// two halves, down to one document, which the server never refuses for that reason: the answers are
+    /// those of one batch, since a check's answer depends on the documents before it, not on the batching.
+    fn check(&self, docs: &[DocIn], mode: InsertMode) -> anyhow::Result<Vec<DocResult>> {
+        /// The body of `POST /v1/check`, borrowing the documents.
+        #[derive(serde::Serialize)]
+        struct Body<'a> {
+            documents: &'a [DocIn],
+            insert: InsertMode,
+        }
+        let body = serde_json::to_vec(&Body {
+            documents: docs,
+            insert: mode,
+        })?;
+        match self.call("POST", "/v1/check", Some(&body)) {
+            Ok(bytes) => Ok(serde_json::from_slice::<BatchResponse>(&bytes)?.results),
+            Err(f) if f.status == Some(413) && f.error.to_string().contains("--max-candidates") => {
+                anyhow::ensure!(docs.len() > 1, f.error);
+                let (first, second) = docs.split_at(docs.len() / 2);
+                let mut results = self.check(first, mode)?;
+                results.extend(self.check(second, mode)?);
+                Ok(results)
+            }
+            Err(f) => Err(f.error),
+        }
     }
 }
 
@@ -240,7 +274,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
         args.retries,
     )?;
     let stats: serde_json::Value =
-        serde_json::from_slice(&client.call("GET", "/v1/stats", None)?)?;
+        serde_json::from_slice(&client.call("GET", "/v1/stats", None).map_err(|f| f.error)?)?;
     let verify = stats["params"]["verify"]
         .as_str()
         .unwrap_or("exact")
@@ -252,13 +286,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
     let mode: InsertMode = args.insert.into();
     let send = |docs: Vec<DocIn>, out: &mut dyn Write, tally: &mut Tally| -> anyhow::Result<()> {
         let n = docs.len() as u64;
-        let body = serde_json::to_vec(&CheckRequest {
-            documents: docs,
-            insert: mode,
-        })?;
-        let answer: BatchResponse =
-            serde_json::from_slice(&client.call("POST", "/v1/check", Some(&body))?)?;
-        for r in &answer.results {
+        for r in &client.check(&docs, mode)? {
             let id = r.id.as_deref().unwrap_or_default();
             tally.documents += 1;
             tally.empty += r.empty as u64;

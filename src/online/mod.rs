@@ -57,9 +57,9 @@ pub struct OnlineOptions {
     /// A snapshot is taken once the log since the last one holds more than this many bytes and more than the
     /// last snapshot (default [`DEFAULT_SNAPSHOT_MIN_BYTES`] when 0).
     pub snapshot_min_bytes: u64,
-    /// A check or query whose documents have more candidates than this to verify, in all, is refused
-    /// (default [`DEFAULT_MAX_CANDIDATES`] when 0). It bounds the work of one request, and the duplicates
-    /// its answer can list.
+    /// A check or query of several documents that have more candidates than this to verify, in all, is
+    /// refused (default [`DEFAULT_MAX_CANDIDATES`] when 0). It bounds the work of one request, and the
+    /// duplicates its answer can list; a request of one document is bounded by the bucket cap instead.
     pub max_candidates: u64,
     /// Writes waiting for the writer may hold this many bytes (documents signed, texts compressed); a write
     /// that would go past it is refused with [`WriteError::Busy`] (default [`DEFAULT_MAX_QUEUED_BYTES`] when
@@ -675,6 +675,10 @@ impl OnlineIndex {
     /// batch's earlier documents. Counting walks the buckets only; nothing is decompressed or verified.
     fn within_budget(&self, docs: &[Prepared], inserts: bool) -> Result<(), WriteError> {
         let sh = &self.shared;
+        if docs.len() <= 1 {
+            // One document's work is bounded by the bucket cap; refusing it would leave a client no way on.
+            return Ok(());
+        }
         let limit = match sh.options.max_candidates {
             0 => DEFAULT_MAX_CANDIDATES,
             n => n,

@@ -792,6 +792,12 @@ fn a_request_with_too_many_candidates_is_refused_before_any_work() {
         .collect();
     assert_eq!(index.query(&q).unwrap_err().status(), 413);
     assert_eq!(index.query(&q[..20]).unwrap()[0].duplicates.len(), 40);
+    // One document alone is never refused: a client can always go on one document at a time.
+    let one = index
+        .check(vec![doc("alone", text)], InsertMode::Always)
+        .unwrap();
+    assert_eq!(one[0].duplicates.len(), 40);
+    index.delete("alone").unwrap();
     // An insert verifies nothing, so it has no candidate budget.
     index.insert(copies[40..].to_vec()).unwrap();
     assert_eq!(index.len(), 100);
