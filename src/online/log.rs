@@ -321,15 +321,20 @@ pub struct SegmentScan {
     pub tail_bytes: u64,
     /// Groups applied.
     pub groups: u64,
+    /// The sequence number of the last record of the last intact group, if any.
+    pub last_seq: Option<u64>,
 }
 
-/// Reads the segment at `path` and calls `apply` on the records of each intact group in order (commit records
-/// included, each at the end of its group). A damaged or unterminated group at the end is reported in the
-/// scan's `tail_bytes` (the caller cuts it from the last segment and refuses it in any other); a bad header
-/// is [`RecoveryError::Damaged`], except in a segment shorter than its header, which holds no record yet.
+/// Reads the segment at `path`, whose name says its records start at `first_seq`, and calls `apply` on the
+/// records of each intact group in order (commit records included, each at the end of its group). A damaged or
+/// unterminated group at the end is reported in the scan's `tail_bytes` (the caller cuts it from the last
+/// segment and refuses it in any other); a bad header, a header whose first sequence number is not the name's,
+/// and an intact record out of sequence are [`RecoveryError::Damaged`], except in a segment shorter than its
+/// header, which holds no record yet.
 pub fn read_segment(
     path: &Path,
     num_perm: usize,
+    first_seq: u64,
     mut apply: impl FnMut(Record),
 ) -> Result<SegmentScan, RecoveryError> {
     let io_err = |cause| RecoveryError::Io {
@@ -348,9 +353,8 @@ pub fn read_segment(
     if bytes.len() < SEGMENT_HEADER {
         // Created but its header not yet synced when the process died: nothing in it was acknowledged.
         return Ok(SegmentScan {
-            committed_len: 0,
             tail_bytes: bytes.len() as u64,
-            groups: 0,
+            ..SegmentScan::default()
         });
     }
     if &bytes[..16] != SEGMENT_MAGIC {
@@ -370,16 +374,49 @@ pub fn read_segment(
             ),
         ));
     }
+    let header_seq = u64::from_le_bytes(bytes[24..32].try_into().unwrap());
+    if header_seq != first_seq {
+        return Err(damaged(
+            24,
+            format!(
+                "the header says the first sequence number is {header_seq}, the name {first_seq}"
+            ),
+        ));
+    }
     let mut pos = SEGMENT_HEADER;
     let mut committed = SEGMENT_HEADER;
     let mut group: Vec<Record> = Vec::new();
     let mut scan = SegmentScan::default();
+    // The sequence number the next insert or delete must carry: they are consecutive from `first_seq`.
+    let mut due = first_seq;
     loop {
         match decode(&bytes[pos..], num_perm) {
             Ok(None) => break,
             Ok(Some((record, used))) => {
-                pos += used;
+                let seq = match &record {
+                    Record::Insert(d) => d.seq,
+                    Record::Delete { seq, .. } | Record::Commit { seq } => *seq,
+                };
                 let end = matches!(record, Record::Commit { .. });
+                let in_order = if end {
+                    !group.is_empty() && seq + 1 == due
+                } else {
+                    seq == due
+                };
+                if !in_order {
+                    return Err(damaged(
+                        pos,
+                        format!(
+                            "an intact {} record with sequence number {seq} where {} was due",
+                            if end { "commit" } else { "document" },
+                            if end { due.wrapping_sub(1) } else { due }
+                        ),
+                    ));
+                }
+                pos += used;
+                if !end {
+                    due += 1;
+                }
                 group.push(record);
                 if end {
                     for r in group.drain(..) {
@@ -387,6 +424,7 @@ pub fn read_segment(
                     }
                     committed = pos;
                     scan.groups += 1;
+                    scan.last_seq = Some(seq);
                 }
             }
             Err(_) => break,
@@ -642,7 +680,7 @@ mod tests {
         for len in 0..=bytes.len() {
             std::fs::write(&path, &bytes[..len]).unwrap();
             let mut seen = Vec::new();
-            let scan = read_segment(&path, k, |r| seen.push(r)).unwrap();
+            let scan = read_segment(&path, k, 1, |r| seen.push(r)).unwrap();
             let want_groups = if len == bytes.len() {
                 2
             } else if len >= first_group {
@@ -658,14 +696,34 @@ mod tests {
         let mut torn = bytes.clone();
         torn.extend_from_slice(&[0xAB; 40]);
         std::fs::write(&path, &torn).unwrap();
-        let scan = read_segment(&path, k, |_| {}).unwrap();
+        let scan = read_segment(&path, k, 1, |_| {}).unwrap();
         assert_eq!((scan.groups, scan.tail_bytes), (2, 40));
+        // A header whose first sequence number is not the name's, and records out of sequence, are damage.
+        assert!(matches!(
+            read_segment(&path, k, 2, |_| {}),
+            Err(RecoveryError::Damaged { offset: 24, .. })
+        ));
+        let mut gap = segment_header(k, 1).to_vec();
+        encode(&mut gap, &Record::Insert(doc(1, "a", k, None)));
+        let second = gap.len();
+        encode(&mut gap, &Record::Insert(doc(3, "b", k, None)));
+        encode(&mut gap, &Record::Commit { seq: 3 });
+        std::fs::write(&path, &gap).unwrap();
+        assert!(matches!(
+            read_segment(&path, k, 1, |_| {}),
+            Err(RecoveryError::Damaged { offset, .. }) if offset == second as u64
+        ));
+        let mut early = segment_header(k, 1).to_vec();
+        encode(&mut early, &Record::Insert(doc(1, "a", k, None)));
+        encode(&mut early, &Record::Commit { seq: 2 });
+        std::fs::write(&path, &early).unwrap();
+        assert!(read_segment(&path, k, 1, |_| {}).is_err());
         // A header of another index is damage, not a tail.
         let mut other = bytes.clone();
         other[20] ^= 1;
         std::fs::write(&path, &other).unwrap();
         assert!(matches!(
-            read_segment(&path, k, |_| {}),
+            read_segment(&path, k, 1, |_| {}),
             Err(RecoveryError::Damaged { .. })
         ));
     }

@@ -1071,6 +1071,8 @@ pub fn resident_bytes() -> Option<u64> {
 struct Log {
     file: File,
     path: PathBuf,
+    /// The sequence number its name and header give its first record.
+    first_seq: u64,
     /// Bytes of the current segment.
     len: u64,
     /// Bytes of every segment.
@@ -1095,12 +1097,21 @@ impl Log {
             .create_new(true)
             .append(true)
             .open(&path)?;
-        file.write_all(&log::segment_header(num_perm, first_seq))?;
-        file.sync_all()?;
-        log::sync_dir(dir)?;
+        let ready = file
+            .write_all(&log::segment_header(num_perm, first_seq))
+            .and_then(|_| file.sync_all())
+            .and_then(|_| log::sync_dir(dir));
+        if let Err(e) = ready {
+            // This call created the file, so it may remove it; a name that existed before is never touched.
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+            let _ = log::sync_dir(dir);
+            return Err(e);
+        }
         Ok(Log {
             file,
             path,
+            first_seq,
             len: log::SEGMENT_HEADER as u64,
             total: total + log::SEGMENT_HEADER as u64,
             since_snapshot: 0,
@@ -1454,26 +1465,29 @@ impl Writer {
         if self.log.since_snapshot <= min.max(last) || sh.poisoned.lock().unwrap().is_some() {
             return;
         }
-        // A new segment starts after the snapshot's sequence number, so every older segment is covered by it.
         let seq = self.next_seq - 1;
-        let new = Log::create_segment(
-            &sh.dir,
-            self.log.num_perm,
-            self.next_seq,
-            self.log.faults.clone(),
-            self.log.total,
-        );
-        let new = match new {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!(
-                    "lshbench serve: no snapshot: a new log segment could not be created: {e}"
-                );
-                let _ = std::fs::remove_file(sh.dir.join(log::segment_name(self.next_seq)));
-                return;
+        if self.log.len == log::SEGMENT_HEADER as u64 && self.log.first_seq == self.next_seq {
+            // The segment holds no record and starts right after `seq` (a rotation whose snapshot never
+            // finished): the snapshot covers every older segment without a new one.
+            self.log.since_snapshot = 0;
+        } else {
+            // A new segment starts after the snapshot's sequence number, so every older segment is covered by it.
+            match Log::create_segment(
+                &sh.dir,
+                self.log.num_perm,
+                self.next_seq,
+                self.log.faults.clone(),
+                self.log.total,
+            ) {
+                Ok(new) => self.log = new,
+                Err(e) => {
+                    eprintln!(
+                        "lshbench serve: no snapshot: a new log segment could not be created: {e}"
+                    );
+                    return;
+                }
             }
-        };
-        self.log = new;
+        }
         let thread_shared = sh.clone();
         self.snapshot_thread = std::thread::Builder::new()
             .name("lshbench-snapshot".into())
@@ -1617,7 +1631,7 @@ fn recover(
         move |cause| OpenError::Io { path, cause }
     };
     let mut snapshots = Vec::new();
-    let mut segments = Vec::new();
+    let mut segments: Vec<(u64, PathBuf)> = Vec::new();
     for e in std::fs::read_dir(dir).map_err(io_err(dir))? {
         let e = e.map_err(io_err(dir))?;
         let name = e.file_name().to_string_lossy().to_string();
@@ -1651,13 +1665,50 @@ fn recover(
         let bytes = std::fs::metadata(path).map_err(io_err(path))?.len();
         snapshot = Some((seq, bytes));
     }
+    // The log goes on from the segment that starts right after the snapshot (the first segment, without
+    // one); older segments are covered by the snapshot and were being removed when the process stopped.
+    let start = segments.iter().position(|(first, _)| *first == base + 1);
+    let covered = match start {
+        Some(i) => i,
+        None if segments.is_empty() && snapshot.is_none() => 0,
+        None => {
+            return Err(RecoveryError::Damaged {
+                path: dir.join(log::segment_name(base + 1)),
+                offset: 0,
+                damage: format!(
+                    "the log segment is missing: {}, and the log must go on from sequence number {}",
+                    match snapshot {
+                        Some((seq, _)) => format!("the snapshot ends at sequence number {seq}"),
+                        None => "there is no snapshot".to_string(),
+                    },
+                    base + 1
+                ),
+            }
+            .into());
+        }
+    };
+    for (_, path) in segments.drain(..covered) {
+        std::fs::remove_file(&path).map_err(io_err(&path))?;
+        log::sync_dir(dir).map_err(io_err(dir))?;
+    }
     let mut last_seq = base;
     let mut damage: Option<String> = None;
     let count = segments.len();
     let mut keep: Option<(u64, PathBuf, u64)> = None;
     let mut total = 0u64;
     for (i, (first, path)) in segments.iter().enumerate() {
-        let scan = log::read_segment(path, k, |r| match r {
+        if *first != last_seq + 1 {
+            return Err(RecoveryError::Damaged {
+                path: path.clone(),
+                offset: 0,
+                damage: format!(
+                    "the log before it ends at sequence number {last_seq}, and this segment starts at {first}: \
+                     the segment between them is missing"
+                ),
+            }
+            .into());
+        }
+        let scan = log::read_segment(path, k, *first, |r| match r {
             Record::Insert(DocRecord {
                 seq,
                 id,
@@ -1676,17 +1727,17 @@ fn recover(
                     return;
                 }
                 store.place(id.into(), seq, empty, &signature, text.map(Arc::from));
-                last_seq = last_seq.max(seq);
             }
             Record::Delete { seq, id } if seq > base => {
                 if let Some(s) = store.slot_of(&id) {
                     store.remove(s);
                 }
-                last_seq = last_seq.max(seq);
             }
-            Record::Commit { seq } => last_seq = last_seq.max(seq),
             _ => {}
         })?;
+        if let Some(seq) = scan.last_seq {
+            last_seq = seq;
+        }
         if let Some(what) = damage.take() {
             return Err(RecoveryError::Damaged {
                 path: path.clone(),
@@ -1740,7 +1791,7 @@ fn recover(
     recovery.documents = store.occupied as u64;
     let next_seq = last_seq + 1;
     let log = match keep {
-        Some((_, path, len)) => {
+        Some((first_seq, path, len)) => {
             let file = OpenOptions::new()
                 .append(true)
                 .open(&path)
@@ -1748,6 +1799,7 @@ fn recover(
             Log {
                 file,
                 path,
+                first_seq,
                 len,
                 total,
                 since_snapshot: total,
