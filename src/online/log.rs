@@ -27,6 +27,9 @@ pub const SNAPSHOT_MAGIC: &[u8; 16] = b"LSHBENCH-SNAP\0\0\0";
 pub const SEGMENT_HEADER: usize = 32;
 /// Bytes of a snapshot's header.
 pub const SNAPSHOT_HEADER: usize = 40;
+/// The most bytes one group commit may write: the writer refuses a larger group, so a longer torn tail is
+/// damage.
+pub const MAX_WRITE_BYTES: u64 = 256 << 20;
 /// The largest payload a record may announce: a document's text is limited far below this, so a larger
 /// length is damage, and is never allocated.
 pub const MAX_PAYLOAD: u32 = 1 << 30;
@@ -323,6 +326,11 @@ pub struct SegmentScan {
     pub groups: u64,
     /// The sequence number of the last record of the last intact group, if any.
     pub last_seq: Option<u64>,
+    /// The bytes after the last intact group.
+    pub tail: Vec<u8>,
+    /// Where in the file an intact commit record lies after the last intact group without ending the file:
+    /// proof that later groups were written, so the tail is damage and not one torn write.
+    pub later_commit: Option<u64>,
 }
 
 /// Reads the segment at `path`, whose name says its records start at `first_seq`, and calls `apply` on the
@@ -432,7 +440,29 @@ pub fn read_segment(
     }
     scan.committed_len = committed as u64;
     scan.tail_bytes = (bytes.len() - committed) as u64;
+    scan.later_commit = later_commit(&bytes[committed..]).map(|at| (committed + at) as u64);
+    bytes.drain(..committed);
+    scan.tail = bytes;
     Ok(scan)
+}
+
+/// Bytes of a framed commit record: a 12-byte frame around kind and sequence number.
+const COMMIT_FRAME: usize = 12 + 1 + 8;
+
+/// Where in `tail` an intact commit record starts that does not end `tail`, if anywhere. A crash tears at
+/// most the one write whose sync never returned, a single group ending with its commit record; any other
+/// intact commit record in the tail is a later group, which was only written after this one was synced.
+/// Commit records have a fixed length, so each offset costs a 4-byte compare, and a checksum where it matches.
+fn later_commit(tail: &[u8]) -> Option<usize> {
+    let len = (COMMIT_FRAME as u32 - 12).to_le_bytes();
+    (0..tail.len().saturating_sub(COMMIT_FRAME)).find(|&at| {
+        tail[at..at + 4] == len
+            && tail[at + 12] == KIND_COMMIT
+            && matches!(
+                decode(&tail[at..at + COMMIT_FRAME], 0),
+                Ok(Some((Record::Commit { .. }, _)))
+            )
+    })
 }
 
 /// A snapshot is synced each time this many bytes were written since its last sync.
@@ -726,6 +756,32 @@ mod tests {
             read_segment(&path, k, 1, |_| {}),
             Err(RecoveryError::Damaged { .. })
         ));
+    }
+
+    #[test]
+    fn only_a_commit_record_before_the_end_proves_a_tail_is_not_torn() {
+        let k = 4;
+        let mut group = Vec::new();
+        encode(&mut group, &Record::Insert(doc(1, "a", k, Some(b"text"))));
+        encode(&mut group, &Record::Commit { seq: 1 });
+        let mut next = Vec::new();
+        encode(&mut next, &Record::Insert(doc(2, "b", k, None)));
+        encode(&mut next, &Record::Commit { seq: 2 });
+        // One group damaged anywhere, even with its commit intact at the end: a torn write.
+        for i in 0..group.len() - COMMIT_FRAME {
+            let mut torn = group.clone();
+            torn[i] = 0;
+            assert_eq!(later_commit(&torn), None, "zero at {i}");
+        }
+        // A damaged group followed by another (whose commit may itself be torn): damage.
+        let mut two = group.clone();
+        two[3] ^= 1;
+        two.extend_from_slice(&next);
+        assert_eq!(later_commit(&two), Some(group.len() - COMMIT_FRAME));
+        assert_eq!(
+            later_commit(&two[..two.len() - 1]),
+            Some(group.len() - COMMIT_FRAME)
+        );
     }
 
     #[test]

@@ -151,6 +151,18 @@ pub enum WriteError {
         /// Documents in the index.
         documents: u64,
     },
+    /// The group's records would take more bytes than one group commit may write
+    /// ([`log::MAX_WRITE_BYTES`]: a torn tail is bounded by it); rolled back likewise.
+    #[error(
+        "the write's records take {bytes} bytes, over the {limit} bytes one log write may take: the write was \
+         rolled back and the index is unchanged; send fewer or smaller documents at once"
+    )]
+    TooLarge {
+        /// Bytes the group's records take.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A rollback itself failed: the index refuses writes until restarted (recovery reads the disk).
     #[error("the index refuses writes until it is restarted: {0}")]
     Poisoned(String),
@@ -185,13 +197,14 @@ pub enum WriteError {
 
 impl WriteError {
     /// The HTTP status of the error: 507 for a full disk or the memory limit, 503 when closing, poisoned or
-    /// busy, 413 for a request with too many candidates, 500 for other I/O errors.
+    /// busy, 413 for a request with too many candidates or a group too large to write at once, 500 for other
+    /// I/O errors.
     pub fn status(&self) -> u16 {
         match self {
             WriteError::DiskFull(_) | WriteError::MemoryFull { .. } => 507,
             WriteError::Poisoned(_) | WriteError::Closed | WriteError::Busy { .. } => 503,
             WriteError::Io(_) => 500,
-            WriteError::TooManyCandidates { .. } => 413,
+            WriteError::TooManyCandidates { .. } | WriteError::TooLarge { .. } => 413,
         }
     }
 
@@ -220,6 +233,8 @@ pub struct Recovery {
     pub groups: u64,
     /// Bytes cut off the last segment: a torn or unacknowledged tail.
     pub cut_bytes: u64,
+    /// The files the cut bytes were kept in (`<segment>.torn`, then `.torn.1`, ...).
+    pub torn_files: Vec<PathBuf>,
     /// Wall-clock seconds.
     pub seconds: f64,
 }
@@ -1167,8 +1182,6 @@ struct Writer {
 const MAX_GROUP_OPS: usize = 4096;
 /// A group takes no more jobs once their records take this many bytes (the job that crosses it still joins).
 const MAX_GROUP_BYTES: usize = 32 << 20;
-/// A torn tail longer than this cannot come from one unfinished group: it is damage, not cut.
-const MAX_TAIL_BYTES: u64 = 1 << 30;
 
 impl Writer {
     fn run(mut self) {
@@ -1268,7 +1281,12 @@ impl Writer {
         let mut failure = None;
         if self.next_seq > start_seq {
             log::encode_commit(&mut self.buf, self.next_seq - 1);
-            if let Err(e) = self.log.append(&self.buf) {
+            if self.buf.len() as u64 > log::MAX_WRITE_BYTES {
+                failure = Some(WriteError::TooLarge {
+                    bytes: self.buf.len() as u64,
+                    limit: log::MAX_WRITE_BYTES,
+                });
+            } else if let Err(e) = self.log.append(&self.buf) {
                 failure = Some(WriteError::from_io(&e));
             }
         }
@@ -1614,6 +1632,27 @@ fn write_snapshot(sh: &Shared, seq: u64) -> Result<(u64, u64), String> {
     Ok((seq, bytes))
 }
 
+/// Writes a tail about to be cut off `segment` to the first free name of `<segment>.torn`, `<segment>.torn.1`,
+/// ..., synced with its directory; returns its path.
+fn keep_torn_tail(segment: &Path, tail: &[u8]) -> io::Result<PathBuf> {
+    let name = segment.file_name().unwrap_or_default().to_string_lossy();
+    for n in 0u32.. {
+        let path = segment.with_file_name(match n {
+            0 => format!("{name}.torn"),
+            n => format!("{name}.torn.{n}"),
+        });
+        let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        };
+        file.write_all(tail).and_then(|_| file.sync_all())?;
+        log::sync_dir(segment.parent().unwrap_or(Path::new(".")))?;
+        return Ok(path);
+    }
+    unreachable!("some name is free")
+}
+
 type Recovered = (Store, Log, u64, Recovery, Option<(u64, u64)>);
 
 /// Reads the index's files back: the newest snapshot, then every log record after it, group by group; cuts a
@@ -1750,18 +1789,25 @@ fn recover(
         recovery.groups += scan.groups;
         let last = i + 1 == count;
         if scan.tail_bytes > 0 {
-            if !last || scan.tail_bytes > MAX_TAIL_BYTES {
+            let why = if !last {
+                Some(" in a sealed segment".to_string())
+            } else if scan.tail_bytes > log::MAX_WRITE_BYTES {
+                Some(", more than one unfinished write can leave".to_string())
+            } else {
+                scan.later_commit.map(|at| {
+                    format!(
+                        ", followed by an intact commit record at byte {at}: later groups were written \
+                         after these, so this is not a torn last write"
+                    )
+                })
+            };
+            if let Some(why) = why {
                 return Err(RecoveryError::Damaged {
                     path: path.clone(),
                     offset: scan.committed_len,
                     damage: format!(
-                        "{} bytes that are not whole group commits{}",
-                        scan.tail_bytes,
-                        if last {
-                            ", more than one unfinished write can leave"
-                        } else {
-                            " in a sealed segment"
-                        }
+                        "{} bytes that are not whole group commits{why}",
+                        scan.tail_bytes
                     ),
                 }
                 .into());
@@ -1773,6 +1819,10 @@ fn recover(
                 log::sync_dir(dir).map_err(io_err(dir))?;
                 continue;
             }
+            // Kept beside the segment before the cut: a tail that was in fact an acknowledged group damaged
+            // at rest looks the same as a torn write, and must not be destroyed for good.
+            let torn = keep_torn_tail(path, &scan.tail).map_err(io_err(path))?;
+            recovery.torn_files.push(torn);
             let f = OpenOptions::new()
                 .write(true)
                 .open(path)

@@ -343,6 +343,16 @@ fn a_torn_tail_is_cut_and_never_half_applied() {
         assert!(index.get(&docs[35].id).is_none());
         assert!(index.get(&docs[29].id).is_some());
         assert_eq!(index.recovery().cut_bytes, len - first_len);
+        // The cut bytes are kept beside the segment.
+        let torn = &index.recovery().torn_files;
+        assert_eq!(torn.len(), usize::from(len > first_len));
+        for t in torn {
+            assert_eq!(
+                std::fs::read(t).unwrap(),
+                &full[first_len as usize..len as usize]
+            );
+            std::fs::remove_file(t).unwrap();
+        }
         drop(index);
         assert_eq!(
             std::fs::metadata(&seg).unwrap().len(),
@@ -943,4 +953,37 @@ fn a_missing_segment_or_a_sequence_gap_stops_the_start() {
     );
     std::fs::rename(&moved, &first).unwrap();
     assert_eq!(open().unwrap().len(), 10);
+}
+
+#[test]
+fn a_flipped_bit_before_later_groups_stops_the_start_instead_of_dropping_them() {
+    let docs = corpus(100, 14);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i");
+    {
+        let index = OnlineIndex::create(&path, &small(0.5), OnlineOptions::default()).unwrap();
+        for d in &docs {
+            index.insert(vec![d.clone()]).unwrap();
+        }
+    }
+    let seg = last_segment(&path);
+    let good = std::fs::read(&seg).unwrap();
+    let mut bad = good.clone();
+    bad[log::SEGMENT_HEADER + 40] ^= 0x04;
+    std::fs::write(&seg, &bad).unwrap();
+    match OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default()) {
+        Err(OpenError::Recovery(RecoveryError::Damaged {
+            path: p, offset, ..
+        })) => {
+            assert_eq!((p, offset), (seg.clone(), log::SEGMENT_HEADER as u64));
+        }
+        Err(e) => panic!("{e}"),
+        Ok(index) => panic!("opened with {} of 100 documents", index.len()),
+    }
+    // The file is untouched: with the bit restored, everything is there.
+    assert_eq!(std::fs::read(&seg).unwrap(), bad);
+    std::fs::write(&seg, &good).unwrap();
+    let index =
+        OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default()).unwrap();
+    assert_eq!(index.len(), 100);
 }
