@@ -24,7 +24,9 @@
 //!
 //! **Failures.** A write that fails (a full disk: [`WriteError::DiskFull`]) is rolled back in memory and cut off
 //! the log, so the index stays as it was before the group; if even that fails, the index refuses writes until
-//! it is restarted, and recovery then reads whatever is on disk. Memory is bounded by
+//! it is restarted, and recovery then reads whatever is on disk. A sync that fails after its write went
+//! through leaves the group's outcome unknown ([`WriteError::OutcomeUnknown`]): the group is undone in memory
+//! but not cut, and the index refuses writes until a restart decides from the disk. Memory is bounded by
 //! [`OnlineOptions::max_memory`]: a write that would start past it is refused.
 
 pub mod api;
@@ -88,6 +90,8 @@ pub struct Faults {
     pub disk_full_after: Option<u64>,
     /// Called by the writer after a group's write and before its sync (a test holds the writer there).
     pub before_sync: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// While set, the log's sync fails with EIO after its write went through.
+    pub fail_sync: Option<Arc<AtomicBool>>,
 }
 
 /// Why an index could not be created or opened.
@@ -135,7 +139,7 @@ pub enum WriteError {
         "no space left on the index's disk ({0}): the write was rolled back and the index is unchanged"
     )]
     DiskFull(String),
-    /// Another I/O error while writing or syncing the log; rolled back likewise.
+    /// Another I/O error while writing the log; rolled back likewise.
     #[error("writing the log failed ({0}): the write was rolled back and the index is unchanged")]
     Io(String),
     /// The memory limit is reached.
@@ -163,6 +167,14 @@ pub enum WriteError {
         /// The limit.
         limit: u64,
     },
+    /// The log's sync failed after its write went through: the group may or may not be durable. Readers keep
+    /// seeing the index as it was before the group, and the index refuses writes until a restart decides from
+    /// what is on disk (as PostgreSQL and SQLite stop after a failed fsync).
+    #[error(
+        "syncing the log failed ({0}): the write may or may not be durable; the index takes no writes until it \
+         is restarted, and recovery then keeps the write if it reached the disk whole"
+    )]
+    OutcomeUnknown(String),
     /// A rollback itself failed: the index refuses writes until restarted (recovery reads the disk).
     #[error("the index refuses writes until it is restarted: {0}")]
     Poisoned(String),
@@ -198,12 +210,12 @@ pub enum WriteError {
 impl WriteError {
     /// The HTTP status of the error: 507 for a full disk or the memory limit, 503 when closing, poisoned or
     /// busy, 413 for a request with too many candidates or a group too large to write at once, 500 for other
-    /// I/O errors.
+    /// I/O errors and an unknown outcome.
     pub fn status(&self) -> u16 {
         match self {
             WriteError::DiskFull(_) | WriteError::MemoryFull { .. } => 507,
             WriteError::Poisoned(_) | WriteError::Closed | WriteError::Busy { .. } => 503,
-            WriteError::Io(_) => 500,
+            WriteError::Io(_) | WriteError::OutcomeUnknown(_) => 500,
             WriteError::TooManyCandidates { .. } | WriteError::TooLarge { .. } => 413,
         }
     }
@@ -1135,20 +1147,30 @@ impl Log {
         })
     }
 
-    /// Appends `bytes` and syncs them; on failure the file may hold part of them (the caller cuts it).
-    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+    /// Appends `bytes` and syncs them.
+    fn append(&mut self, bytes: &[u8]) -> Result<(), AppendError> {
         if let Some(limit) = self.faults.disk_full_after
             && self.total + bytes.len() as u64 > limit
         {
             let fit = limit.saturating_sub(self.total) as usize;
-            self.file.write_all(&bytes[..fit.min(bytes.len())])?;
-            return Err(io::Error::from_raw_os_error(28));
+            self.file
+                .write_all(&bytes[..fit.min(bytes.len())])
+                .map_err(AppendError::Write)?;
+            return Err(AppendError::Write(io::Error::from_raw_os_error(28)));
         }
-        self.file.write_all(bytes)?;
+        self.file.write_all(bytes).map_err(AppendError::Write)?;
         if let Some(hook) = &self.faults.before_sync {
             hook();
         }
-        self.file.sync_data()?;
+        if self
+            .faults
+            .fail_sync
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::SeqCst))
+        {
+            return Err(AppendError::Sync(io::Error::from_raw_os_error(5)));
+        }
+        self.file.sync_data().map_err(AppendError::Sync)?;
         self.len += bytes.len() as u64;
         self.total += bytes.len() as u64;
         self.since_snapshot += bytes.len() as u64;
@@ -1160,6 +1182,16 @@ impl Log {
         self.file.set_len(len)?;
         self.file.sync_data()
     }
+}
+
+/// How appending a group to the log failed.
+enum AppendError {
+    /// The write failed: the file may hold a part of the bytes but never all of them, so never the commit
+    /// record that ends them, and recovery would never apply them.
+    Write(io::Error),
+    /// The write went through and the sync failed: the bytes may or may not be durable (Linux may even have
+    /// dropped the dirty pages and cleared the error), so no later sync can tell, and a cut may not undo them.
+    Sync(io::Error),
 }
 
 /// An applied change, undone in reverse order when its group fails.
@@ -1286,8 +1318,14 @@ impl Writer {
                     bytes: self.buf.len() as u64,
                     limit: log::MAX_WRITE_BYTES,
                 });
-            } else if let Err(e) = self.log.append(&self.buf) {
-                failure = Some(WriteError::from_io(&e));
+            } else {
+                match self.log.append(&self.buf) {
+                    Ok(()) => {}
+                    Err(AppendError::Write(e)) => failure = Some(WriteError::from_io(&e)),
+                    Err(AppendError::Sync(e)) => {
+                        failure = Some(WriteError::OutcomeUnknown(e.to_string()))
+                    }
+                }
             }
         }
         match failure {
@@ -1425,8 +1463,9 @@ impl Writer {
         Outcome::Docs(results)
     }
 
-    /// Undoes a failed group in memory and cuts its bytes off the log; if the log cannot be cut, the index
-    /// refuses writes from then on.
+    /// Undoes a failed group in memory and, unless its outcome is unknown, cuts its bytes off the log. The index
+    /// refuses writes from then on if the log cannot be cut, or if the outcome is unknown: whether the group
+    /// is durable is then only known to recovery, which reads the disk.
     fn rollback(&mut self, undo: Vec<Undo>, start_len: u64, start_seq: u64, err: &WriteError) {
         let sh = &self.shared;
         {
@@ -1448,7 +1487,9 @@ impl Writer {
             }
         }
         self.next_seq = start_seq;
-        if let Err(e) = self.log.truncate(start_len) {
+        if let WriteError::OutcomeUnknown(_) = err {
+            *sh.poisoned.lock().unwrap() = Some(err.to_string());
+        } else if let Err(e) = self.log.truncate(start_len) {
             *sh.poisoned.lock().unwrap() = Some(format!(
                 "{err}; then cutting the failed write off {} failed too: {e}",
                 self.log.path.display()

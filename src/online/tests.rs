@@ -987,3 +987,41 @@ fn a_flipped_bit_before_later_groups_stops_the_start_instead_of_dropping_them() 
         OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default()).unwrap();
     assert_eq!(index.len(), 100);
 }
+
+#[test]
+fn a_failed_sync_answers_outcome_unknown_and_refuses_writes_until_a_restart() {
+    let docs = corpus(20, 15);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i");
+    let fail = Arc::new(AtomicBool::new(false));
+    let options = OnlineOptions {
+        faults: Faults {
+            fail_sync: Some(fail.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let index = OnlineIndex::create(&path, &small(0.5), options).unwrap();
+    index.insert(docs[..10].to_vec()).unwrap();
+    let seg_len = std::fs::metadata(last_segment(&path)).unwrap().len();
+    fail.store(true, Ordering::SeqCst);
+    let e = index.insert(docs[10..15].to_vec()).unwrap_err();
+    assert!(matches!(e, WriteError::OutcomeUnknown(_)), "{e}");
+    assert_eq!(e.status(), 500);
+    assert!(e.to_string().contains("may or may not be durable"), "{e}");
+    // Readers see the index as before the group; writes are refused even once syncs work again.
+    assert_eq!(index.len(), 10);
+    assert!(index.get(&docs[10].id).is_none());
+    fail.store(false, Ordering::SeqCst);
+    let e = index.insert(docs[15..].to_vec()).unwrap_err();
+    assert!(matches!(e, WriteError::Poisoned(_)), "{e}");
+    assert_eq!(e.status(), 503);
+    assert!(index.stats().poisoned.is_some());
+    // The group's bytes are left for recovery to judge: here they reached the file whole.
+    assert!(std::fs::metadata(last_segment(&path)).unwrap().len() > seg_len);
+    drop(index);
+    let index =
+        OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default()).unwrap();
+    assert_eq!(index.len(), 15);
+    index.insert(docs[15..].to_vec()).unwrap();
+}
