@@ -227,6 +227,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         max_candidates: args.max_candidates.max(1),
         max_queued_bytes: args.max_queued_bytes.max(1),
         isa: Some(args.arch.dispatch()?.isa()),
+        storage: None,
         faults: Faults {
             disk_full_after: args.fail_log_writes_after,
             ..Faults::default()

@@ -15,8 +15,9 @@
 //! live at that sequence number in sequence order, and a trailer (record count and the xxh3 of the whole
 //! file before it); it is written under a temporary name, synced, and renamed into place.
 
+use super::storage::{Storage, StorageFile};
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 /// The magic bytes of a log segment.
@@ -340,6 +341,7 @@ pub struct SegmentScan {
 /// and an intact record out of sequence are [`RecoveryError::Damaged`], except in a segment shorter than its
 /// header, which holds no record yet.
 pub fn read_segment(
+    storage: &dyn Storage,
     path: &Path,
     num_perm: usize,
     first_seq: u64,
@@ -350,7 +352,8 @@ pub fn read_segment(
         cause,
     };
     let mut bytes = Vec::new();
-    File::open(path)
+    storage
+        .open_read(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(io_err)?;
     let damaged = |offset: usize, damage: String| RecoveryError::Damaged {
@@ -472,11 +475,15 @@ fn later_commit(tail: &[u8]) -> Option<usize> {
 /// first write it all out (ext4's ordered mode): every acknowledged write would wait a second or more. Synced
 /// in slices, a log sync waits for at most one slice.
 const SNAPSHOT_SYNC_BYTES: u64 = 8 << 20;
+/// A snapshot is written in slices of this many bytes.
+const WRITE_BYTES: usize = 1 << 20;
 
 /// Writes a snapshot: the header, then records, then the trailer, hashing everything as it goes, synced every
 /// `SNAPSHOT_SYNC_BYTES`.
 pub struct SnapshotWriter {
-    out: io::BufWriter<File>,
+    file: Box<dyn StorageFile>,
+    /// Bytes not yet written to the file.
+    buf: Vec<u8>,
     hasher: xxhash_rust::xxh3::Xxh3,
     records: u64,
     bytes: u64,
@@ -485,9 +492,14 @@ pub struct SnapshotWriter {
 
 impl SnapshotWriter {
     /// Starts a snapshot of the documents live at `seq` in `file`.
-    pub fn new(file: File, num_perm: usize, seq: u64) -> io::Result<SnapshotWriter> {
+    pub fn new(
+        file: Box<dyn StorageFile>,
+        num_perm: usize,
+        seq: u64,
+    ) -> io::Result<SnapshotWriter> {
         let mut w = SnapshotWriter {
-            out: io::BufWriter::with_capacity(1 << 20, file),
+            file,
+            buf: Vec::with_capacity(WRITE_BYTES),
             hasher: xxhash_rust::xxh3::Xxh3::new(),
             records: 0,
             bytes: 0,
@@ -505,7 +517,23 @@ impl SnapshotWriter {
     fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.hasher.update(bytes);
         self.bytes += bytes.len() as u64;
-        self.out.write_all(bytes)
+        self.buffer(bytes)
+    }
+
+    fn buffer(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= WRITE_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.file.append(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
     }
 
     /// Appends framed insert records (`count` of them).
@@ -513,8 +541,8 @@ impl SnapshotWriter {
         self.records += count;
         self.put(framed)?;
         if self.bytes - self.synced >= SNAPSHOT_SYNC_BYTES {
-            self.out.flush()?;
-            self.out.get_ref().sync_data()?;
+            self.flush()?;
+            self.file.sync_data()?;
             self.synced = self.bytes;
         }
         Ok(())
@@ -525,9 +553,9 @@ impl SnapshotWriter {
         let count = self.records.to_le_bytes();
         self.put(&count)?;
         let digest = self.hasher.digest().to_le_bytes();
-        self.out.write_all(&digest)?;
-        let file = self.out.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
+        self.buffer(&digest)?;
+        self.flush()?;
+        self.file.sync_all()?;
         Ok(self.bytes + 8)
     }
 }
@@ -535,12 +563,14 @@ impl SnapshotWriter {
 /// Reads the snapshot at `path`, calling `apply` on each document in order; returns the snapshot's sequence
 /// number. The whole file's checksum is checked before the first document is applied.
 pub fn read_snapshot(
+    storage: &dyn Storage,
     path: &Path,
     num_perm: usize,
     mut apply: impl FnMut(DocRecord),
 ) -> Result<u64, RecoveryError> {
     let mut bytes = Vec::new();
-    File::open(path)
+    storage
+        .open_read(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(|cause| RecoveryError::Io {
             path: path.to_path_buf(),
@@ -607,6 +637,7 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::storage::FsStorage;
     use super::*;
 
     fn doc(seq: u64, id: &str, k: usize, text: Option<&[u8]>) -> DocRecord {
@@ -710,7 +741,7 @@ mod tests {
         for len in 0..=bytes.len() {
             std::fs::write(&path, &bytes[..len]).unwrap();
             let mut seen = Vec::new();
-            let scan = read_segment(&path, k, 1, |r| seen.push(r)).unwrap();
+            let scan = read_segment(&FsStorage, &path, k, 1, |r| seen.push(r)).unwrap();
             let want_groups = if len == bytes.len() {
                 2
             } else if len >= first_group {
@@ -726,11 +757,11 @@ mod tests {
         let mut torn = bytes.clone();
         torn.extend_from_slice(&[0xAB; 40]);
         std::fs::write(&path, &torn).unwrap();
-        let scan = read_segment(&path, k, 1, |_| {}).unwrap();
+        let scan = read_segment(&FsStorage, &path, k, 1, |_| {}).unwrap();
         assert_eq!((scan.groups, scan.tail_bytes), (2, 40));
         // A header whose first sequence number is not the name's, and records out of sequence, are damage.
         assert!(matches!(
-            read_segment(&path, k, 2, |_| {}),
+            read_segment(&FsStorage, &path, k, 2, |_| {}),
             Err(RecoveryError::Damaged { offset: 24, .. })
         ));
         let mut gap = segment_header(k, 1).to_vec();
@@ -740,20 +771,20 @@ mod tests {
         encode(&mut gap, &Record::Commit { seq: 3 });
         std::fs::write(&path, &gap).unwrap();
         assert!(matches!(
-            read_segment(&path, k, 1, |_| {}),
+            read_segment(&FsStorage, &path, k, 1, |_| {}),
             Err(RecoveryError::Damaged { offset, .. }) if offset == second as u64
         ));
         let mut early = segment_header(k, 1).to_vec();
         encode(&mut early, &Record::Insert(doc(1, "a", k, None)));
         encode(&mut early, &Record::Commit { seq: 2 });
         std::fs::write(&path, &early).unwrap();
-        assert!(read_segment(&path, k, 1, |_| {}).is_err());
+        assert!(read_segment(&FsStorage, &path, k, 1, |_| {}).is_err());
         // A header of another index is damage, not a tail.
         let mut other = bytes.clone();
         other[20] ^= 1;
         std::fs::write(&path, &other).unwrap();
         assert!(matches!(
-            read_segment(&path, k, 1, |_| {}),
+            read_segment(&FsStorage, &path, k, 1, |_| {}),
             Err(RecoveryError::Damaged { .. })
         ));
     }
@@ -790,7 +821,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(snapshot_name(9));
         let docs = vec![doc(1, "a", k, Some(b"t1")), doc(4, "b", k, None)];
-        let mut w = SnapshotWriter::new(File::create(&path).unwrap(), k, 9).unwrap();
+        let mut w = SnapshotWriter::new(Box::new(File::create(&path).unwrap()), k, 9).unwrap();
         let mut framed = Vec::new();
         for d in &docs {
             encode(&mut framed, &Record::Insert(d.clone()));
@@ -799,7 +830,10 @@ mod tests {
         let size = w.finish().unwrap();
         assert_eq!(size, std::fs::metadata(&path).unwrap().len());
         let mut back = Vec::new();
-        assert_eq!(read_snapshot(&path, k, |d| back.push(d)).unwrap(), 9);
+        assert_eq!(
+            read_snapshot(&FsStorage, &path, k, |d| back.push(d)).unwrap(),
+            9
+        );
         assert_eq!(back, docs);
         let good = std::fs::read(&path).unwrap();
         for i in [
@@ -813,10 +847,13 @@ mod tests {
             let mut bad = good.clone();
             bad[i] ^= 0x10;
             std::fs::write(&path, &bad).unwrap();
-            assert!(read_snapshot(&path, k, |_| {}).is_err(), "flip at {i}");
+            assert!(
+                read_snapshot(&FsStorage, &path, k, |_| {}).is_err(),
+                "flip at {i}"
+            );
         }
         std::fs::write(&path, &good[..good.len() - 3]).unwrap();
-        assert!(read_snapshot(&path, k, |_| {}).is_err());
+        assert!(read_snapshot(&FsStorage, &path, k, |_| {}).is_err());
     }
 
     #[test]

@@ -32,6 +32,7 @@
 pub mod api;
 pub mod log;
 pub mod params;
+pub mod storage;
 mod store;
 
 use crate::dedup::{self, Verify};
@@ -48,6 +49,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
+use storage::{FsStorage, Storage, StorageFile};
 use store::{LIVE, Slot, Store};
 
 /// What an index does besides its parameters: limits, snapshot policy and test hooks. These may change
@@ -70,6 +72,9 @@ pub struct OnlineOptions {
     /// The instruction set of shingling, signing and verifying (default: the widest this CPU runs). Every
     /// instruction set gives the same bits, so it may change between starts.
     pub isa: Option<crate::arch::Isa>,
+    /// Where the log segments and snapshots live: the real file system (`None`), or another
+    /// [`Storage`] (the tests' simulated one).
+    pub storage: Option<Arc<dyn Storage>>,
     /// Fault injection, for tests.
     pub faults: Faults,
 }
@@ -92,6 +97,8 @@ pub struct Faults {
     pub before_sync: Option<Arc<dyn Fn() + Send + Sync>>,
     /// While set, the log's sync fails with EIO after its write went through.
     pub fail_sync: Option<Arc<AtomicBool>>,
+    /// The writer waits for each snapshot it starts, so that a test sees one order of file operations.
+    pub wait_for_snapshots: bool,
 }
 
 /// Why an index could not be created or opened.
@@ -356,6 +363,7 @@ struct Job {
 
 struct Shared {
     dir: PathBuf,
+    storage: Arc<dyn Storage>,
     params: IndexParams,
     built: Built,
     store: RwLock<Store>,
@@ -462,11 +470,17 @@ impl OnlineIndex {
         let params = IndexParams::load(dir)?;
         choices.resolve(&params, dir)?;
         let built = params.build(&dir.join(params::PARAMS_FILE), options.isa)?;
-        let (store, log, next_seq, recovery, snapshot) = recover(dir, &params, &built, &options)?;
+        let storage = options
+            .storage
+            .clone()
+            .unwrap_or_else(|| Arc::new(FsStorage));
+        let (store, log, next_seq, recovery, snapshot) =
+            recover(&*storage, dir, &params, &built, &options)?;
         let mut recovery = recovery;
         recovery.seconds = t0.elapsed().as_secs_f64();
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
+            storage,
             params,
             built,
             store: RwLock::new(store),
@@ -796,7 +810,7 @@ impl OnlineIndex {
                 durable,
             )
         };
-        let (disk, log_bytes) = dir_bytes(&sh.dir);
+        let (disk, log_bytes) = dir_bytes(&*sh.storage, &sh.dir);
         let per = |x: u64| {
             if documents == 0 {
                 0.0
@@ -1071,15 +1085,13 @@ fn precheck(shared: &Shared, doc: &mut Prepared, keys: &mut Vec<u64>) {
 }
 
 /// Bytes of the index directory's files, and of its log segments.
-fn dir_bytes(dir: &Path) -> (u64, u64) {
+fn dir_bytes(storage: &dyn Storage, dir: &Path) -> (u64, u64) {
     let (mut all, mut logs) = (0, 0);
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if let Ok(m) = e.metadata() {
-                all += m.len();
-                if e.file_name().to_string_lossy().ends_with(".wal") {
-                    logs += m.len();
-                }
+    for name in storage.list(dir).unwrap_or_default() {
+        if let Ok(len) = storage.len(&dir.join(&name)) {
+            all += len;
+            if name.ends_with(".wal") {
+                logs += len;
             }
         }
     }
@@ -1096,7 +1108,7 @@ pub fn resident_bytes() -> Option<u64> {
 
 /// The open log segment the writer appends to.
 struct Log {
-    file: File,
+    file: Box<dyn StorageFile>,
     path: PathBuf,
     /// The sequence number its name and header give its first record.
     first_seq: u64,
@@ -1113,6 +1125,7 @@ struct Log {
 impl Log {
     /// Creates the segment whose first record will be `first_seq`, syncing it and the directory.
     fn create_segment(
+        storage: &dyn Storage,
         dir: &Path,
         num_perm: usize,
         first_seq: u64,
@@ -1120,19 +1133,16 @@ impl Log {
         total: u64,
     ) -> io::Result<Log> {
         let path = dir.join(log::segment_name(first_seq));
-        let mut file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)?;
+        let mut file = storage.create_new(&path)?;
         let ready = file
-            .write_all(&log::segment_header(num_perm, first_seq))
+            .append(&log::segment_header(num_perm, first_seq))
             .and_then(|_| file.sync_all())
-            .and_then(|_| log::sync_dir(dir));
+            .and_then(|_| storage.sync_dir(dir));
         if let Err(e) = ready {
             // This call created the file, so it may remove it; a name that existed before is never touched.
             drop(file);
-            let _ = std::fs::remove_file(&path);
-            let _ = log::sync_dir(dir);
+            let _ = storage.remove(&path);
+            let _ = storage.sync_dir(dir);
             return Err(e);
         }
         Ok(Log {
@@ -1154,11 +1164,11 @@ impl Log {
         {
             let fit = limit.saturating_sub(self.total) as usize;
             self.file
-                .write_all(&bytes[..fit.min(bytes.len())])
+                .append(&bytes[..fit.min(bytes.len())])
                 .map_err(AppendError::Write)?;
             return Err(AppendError::Write(io::Error::from_raw_os_error(28)));
         }
-        self.file.write_all(bytes).map_err(AppendError::Write)?;
+        self.file.append(bytes).map_err(AppendError::Write)?;
         if let Some(hook) = &self.faults.before_sync {
             hook();
         }
@@ -1497,24 +1507,34 @@ impl Writer {
         }
     }
 
+    /// Joins the snapshot thread once it has finished (at once when `wait`), reporting a failure; returns
+    /// whether no snapshot is running.
+    fn reap_snapshot(&mut self, wait: bool) -> bool {
+        let Some(h) = self.snapshot_thread.take() else {
+            return true;
+        };
+        if !wait && !h.is_finished() {
+            self.snapshot_thread = Some(h);
+            return false;
+        }
+        match h.join() {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                eprintln!("lshbench serve: snapshot failed (the log keeps everything): {e}")
+            }
+            Err(_) => {
+                eprintln!("lshbench serve: the snapshot thread panicked (the log keeps everything)")
+            }
+        }
+        self.log.total = dir_bytes(&*self.shared.storage, &self.shared.dir).1;
+        true
+    }
+
     /// Starts a snapshot when the log since the last one outgrew both the minimum and the last snapshot.
     fn maybe_snapshot(&mut self) {
         let sh = self.shared.clone();
-        if let Some(h) = &self.snapshot_thread {
-            if !h.is_finished() {
-                return;
-            }
-            let h = self.snapshot_thread.take().unwrap();
-            match h.join() {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
-                    eprintln!("lshbench serve: snapshot failed (the log keeps everything): {e}")
-                }
-                Err(_) => eprintln!(
-                    "lshbench serve: the snapshot thread panicked (the log keeps everything)"
-                ),
-            }
-            self.log.total = dir_bytes(&sh.dir).1;
+        if !self.reap_snapshot(false) {
+            return;
         }
         let min = match sh.options.snapshot_min_bytes {
             0 => DEFAULT_SNAPSHOT_MIN_BYTES,
@@ -1532,6 +1552,7 @@ impl Writer {
         } else {
             // A new segment starts after the snapshot's sequence number, so every older segment is covered by it.
             match Log::create_segment(
+                &*sh.storage,
                 &sh.dir,
                 self.log.num_perm,
                 self.next_seq,
@@ -1552,6 +1573,9 @@ impl Writer {
             .name("lshbench-snapshot".into())
             .spawn(move || write_snapshot(&thread_shared, seq))
             .ok();
+        if sh.options.faults.wait_for_snapshots {
+            self.reap_snapshot(true);
+        }
     }
 }
 
@@ -1605,8 +1629,9 @@ fn write_snapshot(sh: &Shared, seq: u64) -> Result<(u64, u64), String> {
     let k = sh.params.num_perm;
     let final_path = dir.join(log::snapshot_name(seq));
     let tmp = dir.join(format!("{}.tmp", log::snapshot_name(seq)));
+    let storage = &*sh.storage;
     let fail = |what: &str, e: &dyn std::fmt::Display| {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = storage.remove(&tmp);
         format!("{what} {}: {e}", tmp.display())
     };
     let live_at = |s: &Slot| s.id.is_some() && s.seq <= seq && s.deleted > seq;
@@ -1621,7 +1646,9 @@ fn write_snapshot(sh: &Shared, seq: u64) -> Result<(u64, u64), String> {
             .collect()
     };
     order.sort_unstable();
-    let file = File::create(&tmp).map_err(|e| fail("creating", &e))?;
+    // A leftover of an earlier attempt at the same sequence number is this function's own file.
+    let _ = storage.remove(&tmp);
+    let file = storage.create_new(&tmp).map_err(|e| fail("creating", &e))?;
     let mut w = log::SnapshotWriter::new(file, k, seq).map_err(|e| fail("writing", &e))?;
     let mut buf = Vec::new();
     // Short chunks: the writer waits for each chunk's read lock.
@@ -1654,41 +1681,43 @@ fn write_snapshot(sh: &Shared, seq: u64) -> Result<(u64, u64), String> {
         w.records(&buf, count).map_err(|e| fail("writing", &e))?;
     }
     let bytes = w.finish().map_err(|e| fail("syncing", &e))?;
-    std::fs::rename(&tmp, &final_path).map_err(|e| fail("renaming", &e))?;
-    log::sync_dir(dir).map_err(|e| format!("syncing {}: {e}", dir.display()))?;
+    storage
+        .rename(&tmp, &final_path)
+        .map_err(|e| fail("renaming", &e))?;
+    storage
+        .sync_dir(dir)
+        .map_err(|e| format!("syncing {}: {e}", dir.display()))?;
     // Now older snapshots and the segments before `seq + 1` are covered.
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            let old_snapshot =
-                log::parse_name(&name, "snapshot-", ".snap").is_some_and(|s| s < seq);
-            let old_segment = log::parse_name(&name, "log-", ".wal").is_some_and(|s| s <= seq);
-            if old_snapshot || old_segment {
-                let _ = std::fs::remove_file(e.path());
-            }
+    let mut names = storage.list(dir).unwrap_or_default();
+    names.sort();
+    for name in names {
+        let old_snapshot = log::parse_name(&name, "snapshot-", ".snap").is_some_and(|s| s < seq);
+        let old_segment = log::parse_name(&name, "log-", ".wal").is_some_and(|s| s <= seq);
+        if old_snapshot || old_segment {
+            let _ = storage.remove(&dir.join(name));
         }
     }
-    let _ = log::sync_dir(dir);
+    let _ = storage.sync_dir(dir);
     *sh.snapshot.lock().unwrap() = Some((seq, bytes));
     Ok((seq, bytes))
 }
 
 /// Writes a tail about to be cut off `segment` to the first free name of `<segment>.torn`, `<segment>.torn.1`,
 /// ..., synced with its directory; returns its path.
-fn keep_torn_tail(segment: &Path, tail: &[u8]) -> io::Result<PathBuf> {
+fn keep_torn_tail(storage: &dyn Storage, segment: &Path, tail: &[u8]) -> io::Result<PathBuf> {
     let name = segment.file_name().unwrap_or_default().to_string_lossy();
     for n in 0u32.. {
         let path = segment.with_file_name(match n {
             0 => format!("{name}.torn"),
             n => format!("{name}.torn.{n}"),
         });
-        let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
+        let mut file = match storage.create_new(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         };
-        file.write_all(tail).and_then(|_| file.sync_all())?;
-        log::sync_dir(segment.parent().unwrap_or(Path::new(".")))?;
+        file.append(tail).and_then(|_| file.sync_all())?;
+        storage.sync_dir(segment.parent().unwrap_or(Path::new(".")))?;
         return Ok(path);
     }
     unreachable!("some name is free")
@@ -1700,6 +1729,7 @@ type Recovered = (Store, Log, u64, Recovery, Option<(u64, u64)>);
 /// torn tail off the last segment; bands everything once. Returns the store, the log to append to, the next
 /// sequence number, what was done, and the snapshot loaded.
 fn recover(
+    storage: &dyn Storage,
     dir: &Path,
     params: &IndexParams,
     built: &Built,
@@ -1712,16 +1742,15 @@ fn recover(
     };
     let mut snapshots = Vec::new();
     let mut segments: Vec<(u64, PathBuf)> = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(io_err(dir))? {
-        let e = e.map_err(io_err(dir))?;
-        let name = e.file_name().to_string_lossy().to_string();
+    for name in storage.list(dir).map_err(io_err(dir))? {
+        let path = dir.join(&name);
         if name.ends_with(".tmp") {
             // An unfinished snapshot or params file: never renamed into place, so never part of the index.
-            std::fs::remove_file(e.path()).map_err(io_err(&e.path()))?;
+            storage.remove(&path).map_err(io_err(&path))?;
         } else if let Some(seq) = log::parse_name(&name, "snapshot-", ".snap") {
-            snapshots.push((seq, e.path()));
+            snapshots.push((seq, path));
         } else if let Some(seq) = log::parse_name(&name, "log-", ".wal") {
-            segments.push((seq, e.path()));
+            segments.push((seq, path));
         }
     }
     snapshots.sort();
@@ -1731,7 +1760,7 @@ fn recover(
     let mut snapshot = None;
     let mut base = 0u64;
     if let Some((_, path)) = snapshots.last() {
-        let seq = log::read_snapshot(path, k, |d| {
+        let seq = log::read_snapshot(storage, path, k, |d| {
             store.place(
                 d.id.into(),
                 d.seq,
@@ -1742,7 +1771,7 @@ fn recover(
         })?;
         base = seq;
         recovery.snapshot_seq = Some(seq);
-        let bytes = std::fs::metadata(path).map_err(io_err(path))?.len();
+        let bytes = storage.len(path).map_err(io_err(path))?;
         snapshot = Some((seq, bytes));
     }
     // The log goes on from the segment that starts right after the snapshot (the first segment, without
@@ -1768,8 +1797,8 @@ fn recover(
         }
     };
     for (_, path) in segments.drain(..covered) {
-        std::fs::remove_file(&path).map_err(io_err(&path))?;
-        log::sync_dir(dir).map_err(io_err(dir))?;
+        storage.remove(&path).map_err(io_err(&path))?;
+        storage.sync_dir(dir).map_err(io_err(dir))?;
     }
     let mut last_seq = base;
     let mut damage: Option<String> = None;
@@ -1788,7 +1817,7 @@ fn recover(
             }
             .into());
         }
-        let scan = log::read_segment(path, k, *first, |r| match r {
+        let scan = log::read_segment(storage, path, k, *first, |r| match r {
             Record::Insert(DocRecord {
                 seq,
                 id,
@@ -1856,20 +1885,17 @@ fn recover(
             recovery.cut_bytes += scan.tail_bytes;
             if scan.committed_len == 0 {
                 // Not even a header: the segment was being created.
-                std::fs::remove_file(path).map_err(io_err(path))?;
-                log::sync_dir(dir).map_err(io_err(dir))?;
+                storage.remove(path).map_err(io_err(path))?;
+                storage.sync_dir(dir).map_err(io_err(dir))?;
                 continue;
             }
             // Kept beside the segment before the cut: a tail that was in fact an acknowledged group damaged
             // at rest looks the same as a torn write, and must not be destroyed for good.
-            let torn = keep_torn_tail(path, &scan.tail).map_err(io_err(path))?;
+            let torn = keep_torn_tail(storage, path, &scan.tail).map_err(io_err(path))?;
             recovery.torn_files.push(torn);
-            let f = OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(io_err(path))?;
-            f.set_len(scan.committed_len)
-                .and_then(|_| f.sync_all())
+            storage
+                .open_append(path)
+                .and_then(|mut f| f.set_len(scan.committed_len).and_then(|_| f.sync_all()))
                 .map_err(io_err(path))?;
         }
         let len = scan.committed_len;
@@ -1883,10 +1909,7 @@ fn recover(
     let next_seq = last_seq + 1;
     let log = match keep {
         Some((first_seq, path, len)) => {
-            let file = OpenOptions::new()
-                .append(true)
-                .open(&path)
-                .map_err(io_err(&path))?;
+            let file = storage.open_append(&path).map_err(io_err(&path))?;
             Log {
                 file,
                 path,
@@ -1898,11 +1921,13 @@ fn recover(
                 faults: options.faults.clone(),
             }
         }
-        None => Log::create_segment(dir, k, next_seq, options.faults.clone(), total)
+        None => Log::create_segment(storage, dir, k, next_seq, options.faults.clone(), total)
             .map_err(io_err(&dir.join(log::segment_name(next_seq))))?,
     };
     Ok((store, log, next_seq, recovery, snapshot))
 }
 
+#[cfg(test)]
+mod crash;
 #[cfg(test)]
 mod tests;
