@@ -1858,7 +1858,14 @@ fn recover(
         recovery.segments += 1;
         recovery.groups += scan.groups;
         let last = i + 1 == count;
-        if scan.tail_bytes > 0 {
+        if scan.committed_len == 0 && last {
+            // Shorter than its header, even empty: the segment was being created, and holds nothing.
+            recovery.cut_bytes += scan.tail_bytes;
+            storage.remove(path).map_err(io_err(path))?;
+            storage.sync_dir(dir).map_err(io_err(dir))?;
+            continue;
+        }
+        if scan.tail_bytes > 0 || scan.committed_len == 0 {
             let why = if !last {
                 Some(" in a sealed segment".to_string())
             } else if scan.tail_bytes > log::MAX_WRITE_BYTES {
@@ -1883,12 +1890,6 @@ fn recover(
                 .into());
             }
             recovery.cut_bytes += scan.tail_bytes;
-            if scan.committed_len == 0 {
-                // Not even a header: the segment was being created.
-                storage.remove(path).map_err(io_err(path))?;
-                storage.sync_dir(dir).map_err(io_err(dir))?;
-                continue;
-            }
             // Kept beside the segment before the cut: a tail that was in fact an acknowledged group damaged
             // at rest looks the same as a torn write, and must not be destroyed for good.
             let torn = keep_torn_tail(storage, path, &scan.tail).map_err(io_err(path))?;

@@ -1025,3 +1025,23 @@ fn a_failed_sync_answers_outcome_unknown_and_refuses_writes_until_a_restart() {
     assert_eq!(index.len(), 15);
     index.insert(docs[15..].to_vec()).unwrap();
 }
+
+#[test]
+fn a_segment_created_without_its_header_is_removed_not_written_on() {
+    let docs = corpus(20, 16);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i");
+    let open = || OnlineIndex::open(&path, &ParamChoices::default(), OnlineOptions::default());
+    drop(OnlineIndex::create(&path, &small(0.5), OnlineOptions::default()).unwrap());
+    let index = open().unwrap();
+    index.insert(docs[..10].to_vec()).unwrap();
+    drop(index);
+    // What a process killed between creating a segment and writing its header leaves: an empty file.
+    let empty = path.join(log::segment_name(11));
+    std::fs::write(&empty, b"").unwrap();
+    let index = open().unwrap();
+    index.insert(docs[10..].to_vec()).unwrap();
+    drop(index);
+    let index = open().unwrap();
+    assert_eq!(index.len(), 20);
+}
