@@ -75,6 +75,13 @@ struct Sim {
     orphan_writes: Vec<String>,
 }
 
+impl Sim {
+    fn used(&self) -> u64 {
+        let live: BTreeSet<usize> = self.names.values().copied().collect();
+        live.iter().map(|&i| self.inodes[i].data.len() as u64).sum()
+    }
+}
+
 /// One state a crash may leave: file names and contents.
 pub type Image = BTreeMap<PathBuf, Vec<u8>>;
 
@@ -111,6 +118,16 @@ impl SimStorage {
     /// Every operation counted so far, described.
     pub fn ops(&self) -> Vec<String> {
         self.0.lock().unwrap().ops.clone()
+    }
+
+    /// Sets the capacity of the disk (`None`: unlimited).
+    pub fn set_capacity(&self, bytes: Option<u64>) {
+        self.0.lock().unwrap().capacity = bytes;
+    }
+
+    /// Bytes of the files that names lead to.
+    pub fn used(&self) -> u64 {
+        self.0.lock().unwrap().used()
     }
 
     /// The writes made to files that no name leads to any more.
@@ -268,13 +285,7 @@ impl StorageFile for SimFile {
             .step(|| format!("write {} bytes to {path}", bytes.len()))?;
         let result = {
             let mut sim = self.sim.0.lock().unwrap();
-            let used: u64 = sim
-                .names
-                .values()
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .map(|&i| sim.inodes[i].data.len() as u64)
-                .sum();
+            let used = sim.used();
             let room = sim.capacity.map(|c| c.saturating_sub(used) as usize);
             if !sim.names.values().any(|&n| n == self.ino) {
                 let what = format!("{} bytes to the removed {path}", bytes.len());
@@ -439,15 +450,7 @@ impl Storage for SimStorage {
 
     fn free_bytes(&self, _dir: &Path) -> Option<u64> {
         let sim = self.0.lock().unwrap();
-        let cap = sim.capacity?;
-        let used: u64 = sim
-            .names
-            .values()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .map(|&i| sim.inodes[i].data.len() as u64)
-            .sum();
-        Some(cap.saturating_sub(used))
+        Some(sim.capacity?.saturating_sub(sim.used()))
     }
 }
 
@@ -950,4 +953,73 @@ fn every_crash_point_and_every_failure_keeps_the_durability_promises() {
         v.crash_states + v.failure_states + v.damage_states,
         t0.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn a_snapshot_that_cannot_fit_is_not_started_and_leaves_no_segment_behind() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("i");
+    let sim = SimStorage::default();
+    let write = |index: &OnlineIndex, i: usize| {
+        index.insert(vec![DocIn {
+            id: format!("d{i}"),
+            text: text(i),
+        }])
+    };
+    {
+        let index = OnlineIndex::create(&dir, &choices(), options(&sim, 1 << 30)).unwrap();
+        for i in 0..12 {
+            write(&index, i).unwrap();
+        }
+    }
+    // A tiny trigger: every group after a restart asks for a snapshot of everything.
+    let reopen = || OnlineIndex::open(&dir, &ParamChoices::default(), options(&sim, 1)).unwrap();
+    let attempts = |sim: &SimStorage| {
+        let ops = sim.ops();
+        let created = |suffix: &str| {
+            ops.iter()
+                .filter(|o| o.starts_with("create") && o.ends_with(suffix))
+                .count()
+        };
+        (created(".wal"), created(".snap.tmp"))
+    };
+    let segments = |sim: &SimStorage| {
+        sim.image()
+            .keys()
+            .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+            .count()
+    };
+    // A full disk: writes are refused, and no snapshot or rotation is tried.
+    sim.set_capacity(Some(sim.used() + 40));
+    let index = reopen();
+    let before = attempts(&sim);
+    for i in 12..17 {
+        let e = write(&index, i).unwrap_err();
+        assert_eq!(e.status(), 507, "{e}");
+    }
+    assert_eq!(
+        attempts(&sim),
+        before,
+        "a snapshot was tried on a full disk"
+    );
+    // Some space again, less than a snapshot needs: the writes go on, no snapshot takes the space, and no
+    // segment is left behind by a failed rotation.
+    sim.set_capacity(Some(sim.used() + 1200));
+    let segments_before = segments(&sim);
+    for i in 12..15 {
+        write(&index, i).unwrap();
+    }
+    assert_eq!(
+        attempts(&sim),
+        before,
+        "a snapshot that cannot fit was started"
+    );
+    assert_eq!(segments(&sim), segments_before);
+    // With room, the snapshot is taken, and replaces the segments.
+    sim.set_capacity(None);
+    write(&index, 15).unwrap();
+    assert!(index.stats().snapshot.is_some());
+    assert_eq!(segments(&sim), 1);
+    drop(index);
+    assert_eq!(reopen().len(), 16);
 }

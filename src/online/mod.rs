@@ -1545,6 +1545,21 @@ impl Writer {
             return;
         }
         let seq = self.next_seq - 1;
+        // A snapshot needs room for the live documents: at most the last snapshot and the log since. Started
+        // without it, it would take the space writes need and fail; tried again after the log has grown by the
+        // trigger once more, not after every write.
+        let need = last + self.log.total;
+        if let Some(free) = sh.storage.free_bytes(&sh.dir)
+            && free < need
+        {
+            eprintln!(
+                "lshbench serve: no snapshot: {free} bytes free, and it may need {need}; trying again once \
+                 the log has grown by {} bytes",
+                min.max(last)
+            );
+            self.log.since_snapshot = 0;
+            return;
+        }
         if self.log.len == log::SEGMENT_HEADER as u64 && self.log.first_seq == self.next_seq {
             // The segment holds no record and starts right after `seq` (a rotation whose snapshot never
             // finished): the snapshot covers every older segment without a new one.
@@ -1562,8 +1577,11 @@ impl Writer {
                 Ok(new) => self.log = new,
                 Err(e) => {
                     eprintln!(
-                        "lshbench serve: no snapshot: a new log segment could not be created: {e}"
+                        "lshbench serve: no snapshot: a new log segment could not be created ({e}); \
+                         trying again once the log has grown by {} bytes",
+                        min.max(last)
                     );
+                    self.log.since_snapshot = 0;
                     return;
                 }
             }

@@ -98,4 +98,11 @@ impl Storage for FsStorage {
         }
         Ok(names)
     }
+    #[cfg(target_os = "linux")]
+    fn free_bytes(&self, dir: &Path) -> Option<u64> {
+        // The blocks an unprivileged process may still take (`f_bavail`), as `df` counts them; rustix is the
+        // crate's Linux dependency already.
+        let s = rustix::fs::statvfs(dir).ok()?;
+        Some(s.f_bavail.saturating_mul(s.f_frsize))
+    }
 }
