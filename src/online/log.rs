@@ -351,31 +351,30 @@ pub fn read_segment(
         path: path.to_path_buf(),
         cause,
     };
-    let mut bytes = Vec::new();
-    storage
-        .open_read(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(io_err)?;
-    let damaged = |offset: usize, damage: String| RecoveryError::Damaged {
+    let damaged = |offset: u64, damage: String| RecoveryError::Damaged {
         path: path.to_path_buf(),
-        offset: offset as u64,
+        offset,
         damage,
     };
-    if bytes.len() < SEGMENT_HEADER {
+    let file_len = storage.len(path).map_err(io_err)?;
+    if file_len < SEGMENT_HEADER as u64 {
         // Created but its header not yet synced when the process died: nothing in it was acknowledged.
         return Ok(SegmentScan {
-            tail_bytes: bytes.len() as u64,
+            tail_bytes: file_len,
             ..SegmentScan::default()
         });
     }
-    if &bytes[..16] != SEGMENT_MAGIC {
+    let mut r = io::BufReader::with_capacity(READ_BYTES, storage.open_read(path).map_err(io_err)?);
+    let mut header = [0u8; SEGMENT_HEADER];
+    r.read_exact(&mut header).map_err(io_err)?;
+    if &header[..16] != SEGMENT_MAGIC {
         return Err(damaged(
             0,
             "not an lshbench log segment (bad magic bytes)".into(),
         ));
     }
-    let format = u32::from_le_bytes(bytes[16..20].try_into().unwrap());
-    let k = u32::from_le_bytes(bytes[20..24].try_into().unwrap()) as usize;
+    let format = u32::from_le_bytes(header[16..20].try_into().unwrap());
+    let k = u32::from_le_bytes(header[20..24].try_into().unwrap()) as usize;
     if format != super::params::FORMAT || k != num_perm {
         return Err(damaged(
             16,
@@ -385,7 +384,7 @@ pub fn read_segment(
             ),
         ));
     }
-    let header_seq = u64::from_le_bytes(bytes[24..32].try_into().unwrap());
+    let header_seq = u64::from_le_bytes(header[24..32].try_into().unwrap());
     if header_seq != first_seq {
         return Err(damaged(
             24,
@@ -394,59 +393,105 @@ pub fn read_segment(
             ),
         ));
     }
-    let mut pos = SEGMENT_HEADER;
-    let mut committed = SEGMENT_HEADER;
+    let mut pos = SEGMENT_HEADER as u64;
+    let mut committed = pos;
     let mut group: Vec<Record> = Vec::new();
     let mut scan = SegmentScan::default();
+    let mut frame = Vec::new();
     // The sequence number the next insert or delete must carry: they are consecutive from `first_seq`.
     let mut due = first_seq;
     loop {
-        match decode(&bytes[pos..], num_perm) {
-            Ok(None) => break,
-            Ok(Some((record, used))) => {
-                let seq = match &record {
-                    Record::Insert(d) => d.seq,
-                    Record::Delete { seq, .. } | Record::Commit { seq } => *seq,
-                };
-                let end = matches!(record, Record::Commit { .. });
-                let in_order = if end {
-                    !group.is_empty() && seq + 1 == due
-                } else {
-                    seq == due
-                };
-                if !in_order {
-                    return Err(damaged(
-                        pos,
-                        format!(
-                            "an intact {} record with sequence number {seq} where {} was due",
-                            if end { "commit" } else { "document" },
-                            if end { due.wrapping_sub(1) } else { due }
-                        ),
-                    ));
-                }
-                pos += used;
-                if !end {
-                    due += 1;
-                }
-                group.push(record);
-                if end {
-                    for r in group.drain(..) {
-                        apply(r);
-                    }
-                    committed = pos;
-                    scan.groups += 1;
-                    scan.last_seq = Some(seq);
-                }
+        let record = match next_frame(&mut r, file_len - pos, &mut frame).map_err(io_err)? {
+            Frame::End => break,
+            Frame::Damaged(_) => break,
+            Frame::Whole => match decode(&frame, num_perm) {
+                Ok(Some((record, _))) => record,
+                _ => break,
+            },
+        };
+        let seq = match &record {
+            Record::Insert(d) => d.seq,
+            Record::Delete { seq, .. } | Record::Commit { seq } => *seq,
+        };
+        let end = matches!(record, Record::Commit { .. });
+        let in_order = if end {
+            !group.is_empty() && seq + 1 == due
+        } else {
+            seq == due
+        };
+        if !in_order {
+            return Err(damaged(
+                pos,
+                format!(
+                    "an intact {} record with sequence number {seq} where {} was due",
+                    if end { "commit" } else { "document" },
+                    if end { due.wrapping_sub(1) } else { due }
+                ),
+            ));
+        }
+        pos += frame.len() as u64;
+        if !end {
+            due += 1;
+        }
+        group.push(record);
+        if end {
+            for r in group.drain(..) {
+                apply(r);
             }
-            Err(_) => break,
+            committed = pos;
+            scan.groups += 1;
+            scan.last_seq = Some(seq);
         }
     }
-    scan.committed_len = committed as u64;
-    scan.tail_bytes = (bytes.len() - committed) as u64;
-    scan.later_commit = later_commit(&bytes[committed..]).map(|at| (committed + at) as u64);
-    bytes.drain(..committed);
-    scan.tail = bytes;
+    scan.committed_len = committed;
+    scan.tail_bytes = file_len - committed;
+    if scan.tail_bytes > 0 && scan.tail_bytes <= MAX_WRITE_BYTES {
+        // Read again from the last commit: the tail is rare and at most one write long.
+        let mut r = storage.open_read(path).map_err(io_err)?;
+        io::copy(&mut (&mut r).take(committed), &mut io::sink()).map_err(io_err)?;
+        r.take(scan.tail_bytes)
+            .read_to_end(&mut scan.tail)
+            .map_err(io_err)?;
+        scan.later_commit = later_commit(&scan.tail).map(|at| committed + at as u64);
+    }
     Ok(scan)
+}
+
+/// Bytes a reader of the log and the snapshots asks the file for at once.
+const READ_BYTES: usize = 1 << 20;
+
+/// What [`next_frame`] read.
+enum Frame {
+    /// No byte left.
+    End,
+    /// A whole frame, its checksum not yet checked.
+    Whole,
+    /// The bytes left end inside the frame, or its length is impossible.
+    Damaged(Damage),
+}
+
+/// Reads the next frame from `r`, which has `left` bytes before its end, into `frame`. Never allocates more
+/// than the bytes left.
+fn next_frame(r: &mut impl Read, left: u64, frame: &mut Vec<u8>) -> io::Result<Frame> {
+    frame.clear();
+    if left == 0 {
+        return Ok(Frame::End);
+    }
+    if left < 12 {
+        return Ok(Frame::Damaged(Damage::Truncated));
+    }
+    frame.resize(12, 0);
+    r.read_exact(frame)?;
+    let len = u32::from_le_bytes(frame[0..4].try_into().unwrap());
+    if len > MAX_PAYLOAD {
+        return Ok(Frame::Damaged(Damage::Checksum));
+    }
+    if 12 + len as u64 > left {
+        return Ok(Frame::Damaged(Damage::Truncated));
+    }
+    frame.resize(12 + len as usize, 0);
+    r.read_exact(&mut frame[12..])?;
+    Ok(Frame::Whole)
 }
 
 /// Bytes of a framed commit record: a 12-byte frame around kind and sequence number.
@@ -560,72 +605,76 @@ impl SnapshotWriter {
     }
 }
 
-/// Reads the snapshot at `path`, calling `apply` on each document in order; returns the snapshot's sequence
-/// number. The whole file's checksum is checked before the first document is applied.
+/// Reads the snapshot at `path`, calling `apply` on each document in order as it is read; returns the
+/// snapshot's sequence number. The whole file's checksum is checked at its end, so on an error some documents
+/// may have been applied (the caller then drops them all).
 pub fn read_snapshot(
     storage: &dyn Storage,
     path: &Path,
     num_perm: usize,
     mut apply: impl FnMut(DocRecord),
 ) -> Result<u64, RecoveryError> {
-    let mut bytes = Vec::new();
-    storage
-        .open_read(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(|cause| RecoveryError::Io {
-            path: path.to_path_buf(),
-            cause,
-        })?;
-    let damaged = |offset: usize, damage: &str| RecoveryError::Damaged {
+    let io_err = |cause| RecoveryError::Io {
         path: path.to_path_buf(),
-        offset: offset as u64,
+        cause,
+    };
+    let damaged = |offset: u64, damage: &str| RecoveryError::Damaged {
+        path: path.to_path_buf(),
+        offset,
         damage: damage.to_string(),
     };
-    if bytes.len() < SNAPSHOT_HEADER + 16 || &bytes[..16] != SNAPSHOT_MAGIC {
-        return Err(damaged(
-            0,
-            "not an lshbench snapshot (bad magic bytes or too short)",
-        ));
+    let len = storage.len(path).map_err(io_err)?;
+    if len < (SNAPSHOT_HEADER + 16) as u64 {
+        return Err(damaged(0, "not an lshbench snapshot (too short)"));
     }
-    let body = &bytes[..bytes.len() - 8];
-    let digest = u64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap());
-    if xxhash_rust::xxh3::xxh3_64(body) != digest {
-        return Err(damaged(
-            bytes.len() - 8,
-            "the snapshot's checksum does not match",
-        ));
+    let mut r = io::BufReader::with_capacity(READ_BYTES, storage.open_read(path).map_err(io_err)?);
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut header = [0u8; SNAPSHOT_HEADER];
+    r.read_exact(&mut header).map_err(io_err)?;
+    hasher.update(&header);
+    if &header[..16] != SNAPSHOT_MAGIC {
+        return Err(damaged(0, "not an lshbench snapshot (bad magic bytes)"));
     }
-    let format = u32::from_le_bytes(bytes[16..20].try_into().unwrap());
-    let k = u32::from_le_bytes(bytes[20..24].try_into().unwrap()) as usize;
+    let format = u32::from_le_bytes(header[16..20].try_into().unwrap());
+    let k = u32::from_le_bytes(header[20..24].try_into().unwrap()) as usize;
     if format != super::params::FORMAT || k != num_perm {
         return Err(damaged(
             16,
             "another format or signature length than the index's",
         ));
     }
-    let seq = u64::from_le_bytes(bytes[24..32].try_into().unwrap());
-    let count = u64::from_le_bytes(body[body.len() - 8..].try_into().unwrap());
-    let records = &body[SNAPSHOT_HEADER..body.len() - 8];
-    let mut pos = 0;
+    let seq = u64::from_le_bytes(header[24..32].try_into().unwrap());
+    let records_end = len - 16;
+    let mut pos = SNAPSHOT_HEADER as u64;
     let mut seen = 0u64;
-    while pos < records.len() {
-        match decode(&records[pos..], num_perm) {
-            Ok(Some((Record::Insert(doc), used))) => {
-                pos += used;
+    let mut frame = Vec::new();
+    loop {
+        match next_frame(&mut r, records_end - pos, &mut frame).map_err(io_err)? {
+            Frame::End => break,
+            Frame::Damaged(d) => return Err(damaged(pos, &d.to_string())),
+            Frame::Whole => {}
+        }
+        hasher.update(&frame);
+        match decode(&frame, num_perm) {
+            Ok(Some((Record::Insert(doc), _))) => {
                 seen += 1;
                 apply(doc);
             }
-            Ok(_) => {
-                return Err(damaged(
-                    SNAPSHOT_HEADER + pos,
-                    "a record other than a document",
-                ));
-            }
-            Err(d) => return Err(damaged(SNAPSHOT_HEADER + pos, &d.to_string())),
+            Ok(_) => return Err(damaged(pos, "a record other than a document")),
+            Err(d) => return Err(damaged(pos, &d.to_string())),
         }
+        pos += frame.len() as u64;
+    }
+    let mut trailer = [0u8; 16];
+    r.read_exact(&mut trailer).map_err(io_err)?;
+    hasher.update(&trailer[..8]);
+    let count = u64::from_le_bytes(trailer[..8].try_into().unwrap());
+    let digest = u64::from_le_bytes(trailer[8..].try_into().unwrap());
+    if hasher.digest() != digest {
+        return Err(damaged(len - 8, "the snapshot's checksum does not match"));
     }
     if seen != count {
-        return Err(damaged(bytes.len() - 16, "the record count does not match"));
+        return Err(damaged(len - 16, "the record count does not match"));
     }
     Ok(seq)
 }
