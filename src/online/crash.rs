@@ -120,6 +120,12 @@ impl SimStorage {
         self.0.lock().unwrap().ops.clone()
     }
 
+    /// The same file system, running `plan` from now on.
+    pub fn with_plan(self, plan: Plan) -> SimStorage {
+        self.0.lock().unwrap().plan = plan;
+        self
+    }
+
     /// Sets the capacity of the disk (`None`: unlimited).
     pub fn set_capacity(&self, bytes: Option<u64>) {
         self.0.lock().unwrap().capacity = bytes;
@@ -855,6 +861,8 @@ fn check_damage(dir: &Path, image: &Image, told: &[Told], full: bool) -> Result<
 struct Visited {
     operations: usize,
     crash_states: usize,
+    /// States left by a crash during the recovery of a crash state.
+    recovery_crash_states: usize,
     failure_states: usize,
     damage_states: usize,
 }
@@ -905,6 +913,33 @@ fn enumerate(full: bool) -> Visited {
             if let Err(e) = check_state(&dir, &image, &told, &mut rebuilt) {
                 panic!("crash after operation {i} ({op}): {e}");
             }
+            // A second crash during this state's recovery, after each of its operations.
+            let probe = SimStorage::from_image(&image);
+            drop(OnlineIndex::open(
+                &dir,
+                &ParamChoices::default(),
+                options(&probe, SNAPSHOT_MIN),
+            ));
+            let recovery_ops = probe.ops();
+            for (j, rop) in recovery_ops.iter().enumerate() {
+                let sim = SimStorage::from_image(&image).with_plan(Plan {
+                    crash_after: Some(j),
+                    ..Plan::default()
+                });
+                drop(OnlineIndex::open(
+                    &dir,
+                    &ParamChoices::default(),
+                    options(&sim, SNAPSHOT_MIN),
+                ));
+                for again in sim.crash_images(full) {
+                    v.recovery_crash_states += 1;
+                    if let Err(e) = check_state(&dir, &again, &told, &mut rebuilt) {
+                        panic!(
+                            "crash after operation {i} ({op}), then after {rop} in recovery: {e}"
+                        );
+                    }
+                }
+            }
             let segments = image
                 .keys()
                 .filter(|p| p.extension().is_some_and(|e| e == "wal"));
@@ -943,14 +978,15 @@ fn every_crash_point_and_every_failure_keeps_the_durability_promises() {
     let t0 = Instant::now();
     let v = enumerate(full);
     println!(
-        "{} enumeration: {} operations; {} crash states, {} failure states, {} damaged states ({} in all) \
-         in {:.1} s",
+        "{} enumeration: {} operations; {} crash states, {} after a second crash in recovery, {} failure \
+         states, {} damaged states ({} in all) in {:.1} s",
         if full { "full" } else { "quick" },
         v.operations,
         v.crash_states,
+        v.recovery_crash_states,
         v.failure_states,
         v.damage_states,
-        v.crash_states + v.failure_states + v.damage_states,
+        v.crash_states + v.recovery_crash_states + v.failure_states + v.damage_states,
         t0.elapsed().as_secs_f64()
     );
 }
