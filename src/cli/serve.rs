@@ -264,6 +264,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             r.groups,
             r.cut_bytes
         );
+        for torn in &r.torn_files {
+            eprintln!(
+                "lshbench serve: the cut bytes are kept in {} (remove it once satisfied nothing acknowledged was \
+                 in it)",
+                torn.display()
+            );
+        }
     }
     let index = Arc::new(index);
     server::serve(index, server_options, |addr| {
