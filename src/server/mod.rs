@@ -275,7 +275,7 @@ async fn guard(
     let method = method_label(request.method());
     let open = matches!(route, "/healthz" | "/");
     let response = match &state.options.token {
-        Some(token) if !open && !authorized(&request, token) => {
+        Some(token) if !open && !authorized(request.headers(), token) => {
             let mut r = error(ApiError {
                 status: 401,
                 message: "this index needs `Authorization: Bearer TOKEN` (the --token it was started with)".into(),
@@ -295,12 +295,15 @@ async fn guard(
     response
 }
 
-fn authorized(request: &axum::extract::Request, token: &str) -> bool {
-    let Some(given) = request
-        .headers()
+/// Whether `headers` carry `Authorization: Bearer TOKEN` with this token. The scheme is matched without regard to
+/// case and may be followed by more than one space (RFC 9110, 11.1 and 11.4: `auth-scheme 1*SP token68`).
+fn authorized(headers: &axum::http::HeaderMap, token: &str) -> bool {
+    let Some(given) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, rest)| rest.trim_start_matches(' '))
     else {
         return false;
     };
@@ -573,6 +576,35 @@ mod tests {
     fn route_labels_hide_ids() {
         assert_eq!(route_label("/v1/documents/secret-id"), "/v1/documents/{id}");
         assert_eq!(route_label("/v1/nope"), "other");
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_without_regard_to_case() {
+        let with = |value: &str| {
+            let mut headers = axum::http::HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+            authorized(&headers, "s3cret")
+        };
+        for good in [
+            "Bearer s3cret",
+            "bearer s3cret",
+            "BEARER s3cret",
+            "bEaReR   s3cret",
+        ] {
+            assert!(with(good), "{good}");
+        }
+        for bad in [
+            "Bearer s3cre",
+            "Bearer s3cret2",
+            "Bearer",
+            "Bearers3cret",
+            "Basic s3cret",
+            "Bearer\ts3cret",
+            "s3cret",
+        ] {
+            assert!(!with(bad), "{bad}");
+        }
+        assert!(!authorized(&axum::http::HeaderMap::new(), "s3cret"));
     }
 
     #[test]
