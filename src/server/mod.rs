@@ -22,6 +22,7 @@ use crate::online::api::{self, ApiError, BatchResponse, Limits, Request, Route};
 use crate::online::{OnlineIndex, Outcome, WriteError};
 use axum::Router;
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -101,6 +102,17 @@ struct AppState {
 
 type Shared = Arc<AppState>;
 
+impl AppState {
+    fn new(index: Arc<OnlineIndex>, options: ServerOptions) -> Shared {
+        Arc::new(AppState {
+            index,
+            options,
+            metrics: Metrics::default(),
+            started: Instant::now(),
+        })
+    }
+}
+
 /// Runs the service on `index` until SIGTERM or SIGINT (or `shutdown` resolves), then drains requests in
 /// flight, closes the index (its queued writes finish and are synced) and returns. `ready` is called with the
 /// bound address once connections are accepted.
@@ -149,12 +161,7 @@ async fn run(
         what: "reading the bound address".into(),
         cause,
     })?;
-    let state: Shared = Arc::new(AppState {
-        index,
-        options: options.clone(),
-        metrics: Metrics::default(),
-        started: Instant::now(),
-    });
+    let state = AppState::new(index, options.clone());
     let app = router(state.clone());
     let connections = Arc::new(tokio::sync::Semaphore::new(options.max_connections));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -421,7 +428,14 @@ async fn decode(
 
 /// Waits for the writer's answer.
 async fn answered(rx: tokio::sync::oneshot::Receiver<Result<Outcome, WriteError>>) -> Response {
-    match rx.await {
+    answer(rx.await)
+}
+
+/// The response to the writer's answer (`Err`: the writer went away without one).
+fn answer(
+    r: Result<Result<Outcome, WriteError>, tokio::sync::oneshot::error::RecvError>,
+) -> Response {
+    match r {
         Ok(Ok(Outcome::Docs(results))) => json(&BatchResponse { results }),
         Ok(Ok(Outcome::Deleted(d))) => json(&d),
         Ok(Err(e)) => write_error(e),
@@ -469,36 +483,55 @@ async fn query(State(state): State<Shared>, request: axum::extract::Request) -> 
     }
 }
 
-async fn get_document(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+/// The `{id}` of a document route, or the 400 that says why it could not be read (an invalid percent-encoding
+/// or one that does not decode to UTF-8): axum's own rejection would be plain text.
+fn document_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    path.map(|Path(id)| id).map_err(|rejection| {
+        ApiError::bad_request(format!(
+            "the document id in the path could not be read: {} (percent-encode the id's UTF-8 bytes)",
+            rejection.body_text()
+        ))
+    })
+}
+
+fn no_document(id: &str) -> Response {
+    error(ApiError {
+        status: 404,
+        message: format!("no document `{id}` in the index"),
+    })
+}
+
+async fn get_document(
+    State(state): State<Shared>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    let id = match document_id(path) {
+        Ok(id) => id,
+        Err(e) => return error(e),
+    };
     match state.index.get(&id) {
         Some(d) => json(&d),
-        None => error(ApiError {
-            status: 404,
-            message: format!("no document `{id}` in the index"),
-        }),
+        None => no_document(&id),
     }
 }
 
-async fn delete_document(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+async fn delete_document(
+    State(state): State<Shared>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    let id = match document_id(path) {
+        Ok(id) => id,
+        Err(e) => return error(e),
+    };
     let (tx, rx) = tokio::sync::oneshot::channel();
-    state.index.submit_delete(id, move |r| {
+    state.index.submit_delete(id.clone(), move |r| {
         let _ = tx.send(r);
     });
-    let response = answered(rx).await;
-    if response.status() != StatusCode::OK {
-        return response;
+    match rx.await {
+        // Nothing to delete is an error like any other 404, in the error shape.
+        Ok(Ok(Outcome::Deleted(d))) if !d.deleted => no_document(&id),
+        r => answer(r),
     }
-    // 404 when there was nothing to delete, with the same JSON body.
-    let (mut parts, body) = response.into_parts();
-    let bytes = body
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    if serde_json::from_slice::<api::DeleteResponse>(&bytes).is_ok_and(|d| !d.deleted) {
-        parts.status = StatusCode::NOT_FOUND;
-    }
-    Response::from_parts(parts, Body::from(bytes))
 }
 
 async fn stats(State(state): State<Shared>) -> Response {
@@ -554,6 +587,151 @@ async fn page() -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower::Service;
+
+    /// The router over a new, empty index in a temporary directory, called without a socket.
+    struct Harness {
+        app: Router,
+        rt: tokio::runtime::Runtime,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Harness {
+        fn new(token: Option<&str>) -> Harness {
+            let dir = tempfile::tempdir().unwrap();
+            let index = OnlineIndex::create(
+                &dir.path().join("index"),
+                &Default::default(),
+                Default::default(),
+            )
+            .unwrap();
+            let options = ServerOptions {
+                token: token.map(str::to_string),
+                ..Default::default()
+            };
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            Harness {
+                app: router(AppState::new(Arc::new(index), options)),
+                rt,
+                _dir: dir,
+            }
+        }
+
+        /// The status, the content type and the body of a request.
+        fn call(
+            &self,
+            method: &str,
+            uri: &str,
+            headers: &[(&str, &str)],
+            body: &str,
+        ) -> (u16, String, String) {
+            let mut request = axum::http::Request::builder().method(method).uri(uri);
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            let request = request.body(Body::from(body.to_string())).unwrap();
+            let mut app = self.app.clone();
+            self.rt.block_on(async move {
+                let response = app.call(request).await.unwrap();
+                let status = response.status().as_u16();
+                let kind = response
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .map(|v| v.to_str().unwrap().to_string())
+                    .unwrap_or_default();
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                (status, kind, String::from_utf8(body.to_vec()).unwrap())
+            })
+        }
+
+        /// As `call`, for an error: its status and message, after checking it has the JSON error shape.
+        fn error(
+            &self,
+            method: &str,
+            uri: &str,
+            headers: &[(&str, &str)],
+            body: &str,
+        ) -> (u16, String) {
+            let (status, kind, body) = self.call(method, uri, headers, body);
+            assert_eq!(kind, "application/json", "{method} {uri}: {body}");
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["status"], status, "{body}");
+            assert_eq!(v.as_object().unwrap().len(), 2, "{body}");
+            (status, v["error"].as_str().unwrap().to_string())
+        }
+    }
+
+    #[test]
+    fn a_document_id_that_does_not_decode_is_a_json_400() {
+        let h = Harness::new(None);
+        for method in ["GET", "DELETE"] {
+            for id in ["%FF", "a%C3", "%E2%82"] {
+                let (status, message) = h.error(method, &format!("/v1/documents/{id}"), &[], "");
+                assert_eq!(status, 400, "{method} {id}: {message}");
+                assert!(message.contains("document id in the path"), "{message}");
+                assert!(message.contains("UTF-8"), "{message}");
+            }
+        }
+        // An id that does decode is looked up.
+        let (status, message) = h.error("GET", "/v1/documents/caf%C3%A9%2F1", &[], "");
+        assert_eq!(
+            (status, message.as_str()),
+            (404, "no document `café/1` in the index")
+        );
+    }
+
+    #[test]
+    fn deleting_an_absent_document_is_a_404_in_the_error_shape() {
+        let h = Harness::new(None);
+        let (status, message) = h.error("DELETE", "/v1/documents/absent", &[], "");
+        assert_eq!(
+            (status, message.as_str()),
+            (404, "no document `absent` in the index")
+        );
+        let body = r#"{"documents":[{"id":"here","text":"some text to delete"}]}"#;
+        assert_eq!(h.call("POST", "/v1/insert", &[], body).0, 200);
+        let (status, kind, body) = h.call("DELETE", "/v1/documents/here", &[], "");
+        assert_eq!((status, kind.as_str()), (200, "application/json"));
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            (v["id"].as_str(), v["deleted"].as_bool()),
+            (Some("here"), Some(true))
+        );
+        assert_eq!(h.error("DELETE", "/v1/documents/here", &[], "").0, 404);
+    }
+
+    #[test]
+    fn every_error_of_every_route_is_json() {
+        let h = Harness::new(Some("s3cret"));
+        let auth: &[(&str, &str)] = &[("authorization", "Bearer s3cret")];
+        // Method, path, headers, body, status.
+        type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str, u16);
+        let cases: &[Case] = &[
+            ("GET", "/v1/stats", &[], "", 401),
+            ("GET", "/v1/nothing", auth, "", 404),
+            ("GET", "/v1/documents/", auth, "", 404),
+            ("GET", "/v1/documents/a/b", auth, "", 404),
+            ("PUT", "/v1/check", auth, "{}", 405),
+            ("OPTIONS", "/v1/query", auth, "", 405),
+            ("POST", "/healthz", auth, "", 405),
+            ("DELETE", "/v1/stats", auth, "", 405),
+            ("POST", "/v1/check", auth, "{", 400),
+            ("POST", "/v1/query", auth, "[]", 400),
+            ("GET", "/v1/documents/%FF", auth, "", 400),
+            ("GET", "/v1/documents/absent", auth, "", 404),
+            ("DELETE", "/v1/documents/absent", auth, "", 404),
+        ];
+        for &(method, uri, headers, body, status) in cases {
+            assert_eq!(
+                h.error(method, uri, headers, body).0,
+                status,
+                "{method} {uri}"
+            );
+        }
+    }
 
     #[test]
     fn listening_off_loopback_needs_a_token() {
