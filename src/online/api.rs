@@ -46,7 +46,7 @@ pub enum InsertMode {
 
 /// A document to check or insert.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct DocIn {
     /// Its id, unique in the index.
     pub id: String,
@@ -56,7 +56,7 @@ pub struct DocIn {
 
 /// A document to query with: the id is optional and only echoed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct QueryDoc {
     /// Echoed in the answer.
     #[serde(default)]
@@ -67,7 +67,7 @@ pub struct QueryDoc {
 
 /// `POST /v1/check`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct CheckRequest {
     /// The documents, checked and inserted in this order.
     pub documents: Vec<DocIn>,
@@ -78,7 +78,7 @@ pub struct CheckRequest {
 
 /// `POST /v1/insert`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct InsertRequest {
     /// The documents, inserted in this order.
     pub documents: Vec<DocIn>,
@@ -86,10 +86,48 @@ pub struct InsertRequest {
 
 /// `POST /v1/query`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct QueryRequest {
     /// The documents to look up.
     pub documents: Vec<QueryDoc>,
+}
+
+/// Gives each type named the serde impls its derive (made inherent by `remote = "Self"`) would have, except that
+/// it is deserialized only from a map. The derive alone also takes a sequence of the fields in order, so
+/// `[["id", "text"]]` would pass for a list of documents: every object of the API is refused as an array, with
+/// `expecting` in the message.
+macro_rules! objects_only {
+    ($($ty:ident: $expecting:literal),* $(,)?) => {$(
+        impl Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                $ty::serialize(self, serializer)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Only;
+                impl<'de> serde::de::Visitor<'de> for Only {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<$ty, A::Error> {
+                        $ty::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    }
+                }
+                deserializer.deserialize_map(Only)
+            }
+        }
+    )*};
+}
+
+objects_only! {
+    DocIn: r#"a document object {"id", "text"}"#,
+    QueryDoc: r#"a document object {"text", "id"?}"#,
+    CheckRequest: r#"a request object {"documents", "insert"?}"#,
+    InsertRequest: r#"a request object {"documents"}"#,
+    QueryRequest: r#"a request object {"documents"}"#,
 }
 
 /// A decoded request body.
@@ -324,6 +362,12 @@ mod tests {
                 insert: InsertMode::IfUnique
             })
         );
+        // Serialised as derived: the objects the decoder takes.
+        let Request::Check(c) = r else { unreachable!() };
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"documents":[{"id":"a","text":"hello"}],"insert":"if-unique"}"#
+        );
         let q = decode(Route::Query, br#"{"documents":[{"text":"x"}]}"#, &limits()).unwrap();
         assert!(matches!(q, Request::Query(r) if r.documents[0].id.is_none()));
         assert!(decode(Route::Insert, br#"{"documents":[]}"#, &limits()).is_ok());
@@ -333,7 +377,72 @@ mod tests {
     fn every_kind_of_bad_request_gets_its_status_and_a_message() {
         let cases: &[(Route, &str, u16, &str)] = &[
             (Route::Check, "{", 400, "EOF while parsing"),
-            (Route::Check, "[]", 400, "expected struct"),
+            (
+                Route::Check,
+                "[]",
+                400,
+                r#"invalid type: sequence, expected a request object {"documents", "insert"?}"#,
+            ),
+            (
+                Route::Check,
+                r#"[[{"id":"a","text":"x"}]]"#,
+                400,
+                "invalid type: sequence, expected a request object",
+            ),
+            (
+                Route::Insert,
+                r#"[[["a","x"]]]"#,
+                400,
+                "invalid type: sequence, expected a request object",
+            ),
+            (
+                Route::Query,
+                r#"[[{"text":"x"}]]"#,
+                400,
+                "invalid type: sequence, expected a request object",
+            ),
+            (
+                Route::Check,
+                r#"{"documents":[["a","x"]]}"#,
+                400,
+                r#"invalid type: sequence, expected a document object {"id", "text"}"#,
+            ),
+            (
+                Route::Insert,
+                r#"{"documents":[{"id":"a","text":"x"},["b","y"]]}"#,
+                400,
+                "invalid type: sequence, expected a document object",
+            ),
+            (
+                Route::Query,
+                r#"{"documents":[["x"]]}"#,
+                400,
+                r#"invalid type: sequence, expected a document object {"text", "id"?}"#,
+            ),
+            (
+                Route::Query,
+                r#"{"documents":[[null,"x"]]}"#,
+                400,
+                "invalid type: sequence, expected a document object",
+            ),
+            (
+                Route::Query,
+                r#"{"documents":[{"text":"x","x":1}]}"#,
+                400,
+                "unknown field `x`, expected `id` or `text`",
+            ),
+            (
+                Route::Check,
+                r#"{"documents":[{"text":"x","id":"a"}],"insert":"never","x":1}"#,
+                400,
+                "unknown field `x`, expected `documents` or `insert`",
+            ),
+            (
+                Route::Check,
+                r#"{"documents":[{"id":"a","text":"x"}],"documents":[]}"#,
+                400,
+                "duplicate field `documents`",
+            ),
             (
                 Route::Check,
                 r#"{"documents":[{"id":1,"text":"x"}]}"#,
