@@ -798,6 +798,12 @@ impl OnlineIndex {
         self.len() == 0
     }
 
+    /// Why writes are refused until a restart, if they are: [`Stats::poisoned`] without the rest of the
+    /// statistics (no scan of the directory), for health checks.
+    pub fn poisoned(&self) -> Option<String> {
+        self.shared.poisoned.lock().unwrap().clone()
+    }
+
     /// The index's state and counts.
     pub fn stats(&self) -> Stats {
         let sh = &self.shared;
