@@ -107,7 +107,8 @@ pub struct ServeArgs {
     /// The longest text in bytes (413 past it).
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_text_bytes, help_heading = "Limits")]
     pub max_text_bytes: usize,
-    /// A request's headers must arrive within this many seconds.
+    /// A request's headers must arrive within this many seconds; an idle keep-alive connection is closed after as
+    /// long.
     #[arg(
         long,
         value_name = "SECONDS",
@@ -123,6 +124,14 @@ pub struct ServeArgs {
         help_heading = "Limits"
     )]
     pub body_timeout: u64,
+    /// Close a connection whose answer has not moved for this many seconds (a client that does not read it).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10,
+        help_heading = "Limits"
+    )]
+    pub write_timeout: u64,
     /// Connections open at once; more are closed on arrival.
     #[arg(
         long,
@@ -215,6 +224,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         },
         header_timeout: Duration::from_secs(args.header_timeout.max(1)),
         body_timeout: Duration::from_secs(args.body_timeout.max(1)),
+        write_timeout: Duration::from_secs(args.write_timeout.max(1)),
         max_connections: args.max_connections,
         drain_timeout: Duration::from_secs(args.drain_timeout),
         threads: args.threads,

@@ -17,6 +17,7 @@
 //! blocking threads, as many at once as the runtime has workers: a batch of 1,000 documents is tens of
 //! milliseconds of CPU, and on the workers it would hold up every other connection's requests.
 
+mod io;
 mod metrics;
 
 use crate::online::api::{self, ApiError, BatchResponse, Limits, Request, Route};
@@ -45,10 +46,15 @@ pub struct ServerOptions {
     pub token: Option<String>,
     /// Request size limits.
     pub limits: Limits,
-    /// A request's headers must arrive within this time of the connection's first byte.
+    /// A request's headers must arrive within this time of the server's starting to wait for them: from the
+    /// connection's opening, or from the previous answer on it. So an idle keep-alive connection is closed after
+    /// this long too.
     pub header_timeout: Duration,
     /// A request's body must arrive within this time.
     pub body_timeout: Duration,
+    /// A connection whose answer has made no progress being written for this long (a client that does not read
+    /// it) is closed.
+    pub write_timeout: Duration,
     /// Connections open at once; more are closed as soon as they are accepted.
     pub max_connections: usize,
     /// On SIGTERM, requests in flight get this long to finish.
@@ -65,6 +71,7 @@ impl Default for ServerOptions {
             limits: Limits::default(),
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(10),
             max_connections: 1024,
             drain_timeout: Duration::from_secs(30),
             threads: None,
@@ -206,7 +213,10 @@ async fn run(
                     .timer(TokioTimer::new())
                     .header_read_timeout(options.header_timeout)
                     .keep_alive(true)
-                    .serve_connection(TokioIo::new(stream), service);
+                    .serve_connection(
+                        TokioIo::new(io::WriteTimeout::new(stream, options.write_timeout)),
+                        service,
+                    );
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
                     // A client that vanishes or breaks the protocol ends its own connection, nothing else.
