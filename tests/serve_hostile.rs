@@ -13,6 +13,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_lshbench");
 /// A running `lshbench serve`.
 struct Server {
     child: Child,
+    url: String,
     addr: String,
 }
 
@@ -42,6 +43,7 @@ impl Server {
         let mut err = child.stderr.take().unwrap();
         std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
         Server {
+            url: format!("http://{addr}"),
             addr: addr.to_string(),
             child,
         }
@@ -53,6 +55,14 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .build()
+        .into()
 }
 
 /// Sends raw bytes on a new connection and returns whatever comes back until the server closes it or
@@ -269,4 +279,73 @@ fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
         idle > Duration::from_secs(1) && idle < Duration::from_secs(6),
         "{idle:?}"
     );
+}
+
+#[test]
+fn connections_without_the_token_cannot_shut_out_a_client_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A write timeout far longer than the test: only the share of slots for unauthenticated connections can
+    // let the client with the token in.
+    let server = Server::start(
+        &tmp.path().join("index"),
+        &[
+            "--create",
+            "--token",
+            "T0k",
+            "--max-connections",
+            "10",
+            "--write-timeout",
+            "120",
+            "--header-timeout",
+            "120",
+        ],
+    );
+    // Ten connections, as many as the limit, that ask for the page (no token needed) and never read.
+    let stuck: Vec<TcpStream> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..10)
+            .map(|_| s.spawn(|| never_reads(&server.addr, "/")))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let agent = agent(Duration::from_secs(3));
+    let t0 = Instant::now();
+    let stats = |token: &str| {
+        agent
+            .get(format!("{}/v1/stats", server.url))
+            .header("Authorization", format!("Bearer {token}"))
+            .call()
+            .map(|r| r.status().as_u16())
+    };
+    let mut got = stats("T0k");
+    while got.is_err() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(200));
+        got = stats("T0k");
+    }
+    assert_eq!(got.ok(), Some(200), "after {:?}", t0.elapsed());
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // Once it has made a request with the token, a connection is off probation: however many unauthenticated
+    // connections arrive later, it stays open.
+    let mut kept = TcpStream::connect(&server.addr).unwrap();
+    let ask = b"GET /v1/stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer T0k\r\n\r\n";
+    kept.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answers = Vec::new();
+    let wait_for = |kept: &mut TcpStream, answers: &mut Vec<u8>, n: usize| {
+        let mut buf = [0u8; 1 << 16];
+        while answers
+            .windows(b"HTTP/1.1 200".len())
+            .filter(|w| w == b"HTTP/1.1 200")
+            .count()
+            < n
+        {
+            let got = kept.read(&mut buf).unwrap();
+            assert!(got > 0, "the authorised connection was closed");
+            answers.extend_from_slice(&buf[..got]);
+        }
+    };
+    kept.write_all(ask).unwrap();
+    wait_for(&mut kept, &mut answers, 1);
+    let more: Vec<TcpStream> = (0..10).map(|_| never_reads(&server.addr, "/")).collect();
+    kept.write_all(ask).unwrap();
+    wait_for(&mut kept, &mut answers, 2);
+    drop((stuck, more));
 }

@@ -132,7 +132,8 @@ pub struct ServeArgs {
         help_heading = "Limits"
     )]
     pub write_timeout: u64,
-    /// Connections open at once; more are closed on arrival.
+    /// Connections open at once; more are closed on arrival. With a token, at most a quarter of them may be
+    /// connections that have not sent it yet: a new one closes the oldest of those.
     #[arg(
         long,
         value_name = "N",

@@ -19,6 +19,7 @@
 
 mod io;
 mod metrics;
+mod probation;
 
 use crate::online::api::{self, ApiError, BatchResponse, Limits, Request, Route};
 use crate::online::{OnlineIndex, Outcome, WriteError};
@@ -55,7 +56,9 @@ pub struct ServerOptions {
     /// A connection whose answer has made no progress being written for this long (a client that does not read
     /// it) is closed.
     pub write_timeout: Duration,
-    /// Connections open at once; more are closed as soon as they are accepted.
+    /// Connections open at once; more are closed as soon as they are accepted. With a token, at most a quarter
+    /// of them (at least 1) may be connections that have made no request with the token yet
+    /// ([`probation`]).
     pub max_connections: usize,
     /// On SIGTERM, requests in flight get this long to finish.
     pub drain_timeout: Duration,
@@ -179,6 +182,10 @@ async fn run(
     let state = AppState::new(index, options.clone());
     let app = router(state.clone());
     let connections = Arc::new(tokio::sync::Semaphore::new(options.max_connections));
+    let probation = options
+        .token
+        .is_some()
+        .then(|| probation::Probation::new(options.max_connections / 4));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|cause| ServerError::Io {
@@ -203,12 +210,38 @@ async fn run(
                         continue;
                     }
                 };
-                let Ok(permit) = connections.clone().try_acquire_owned() else {
+                // With a token, the connection starts on probation, which may close the oldest one on it.
+                let (ticket, eviction, evicted) = match &probation {
+                    Some(p) => {
+                        let (ticket, eviction, evicted) = p.admit();
+                        (Some(ticket), Some(eviction), evicted)
+                    }
+                    None => (None, None, false),
+                };
+                let permit = match connections.clone().try_acquire_owned() {
+                    Ok(p) => p,
+                    // The connection just evicted gives its slot back as soon as its task runs.
+                    Err(_) if evicted => match tokio::time::timeout(
+                        Duration::from_millis(100),
+                        connections.clone().acquire_owned(),
+                    )
+                    .await
+                    {
+                        Ok(Ok(p)) => p,
+                        _ => continue,
+                    },
                     // Over the connection limit: closed at once.
-                    continue;
+                    Err(_) => continue,
                 };
                 let _ = stream.set_nodelay(true);
-                let service = hyper_util::service::TowerToHyperService::new(app.clone());
+                let tower = hyper_util::service::TowerToHyperService::new(app.clone());
+                // Each request carries the connection's ticket, for `guard` to clear.
+                let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+                    if let Some(t) = &ticket {
+                        request.extensions_mut().insert(t.clone());
+                    }
+                    hyper::service::Service::call(&tower, request)
+                });
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(options.header_timeout)
@@ -220,7 +253,16 @@ async fn run(
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
                     // A client that vanishes or breaks the protocol ends its own connection, nothing else.
-                    let _ = conn.await;
+                    let evicted = async {
+                        match eviction {
+                            Some(e) => e.wait().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        _ = conn => {}
+                        _ = evicted => {}
+                    }
                     drop(permit);
                 });
             }
@@ -300,16 +342,28 @@ async fn guard(
     let method = method_label(request.method());
     let open = matches!(route, "/healthz" | "/");
     let response = match &state.options.token {
-        Some(token) if !open && !authorized(request.headers(), token) => {
-            let mut r = error(ApiError {
-                status: 401,
-                message: "this index needs `Authorization: Bearer TOKEN` (the --token it was started with)".into(),
-            });
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            r
+        Some(token) => {
+            let allowed = authorized(request.headers(), token);
+            if allowed {
+                // Off probation: this connection no longer counts against the unauthenticated share.
+                if let Some(ticket) = request.extensions().get::<Arc<probation::Ticket>>() {
+                    ticket.clear();
+                }
+            }
+            if allowed || open {
+                next.run(request).await
+            } else {
+                let mut r = error(ApiError {
+                    status: 401,
+                    message: "this index needs `Authorization: Bearer TOKEN` (the --token it was started with)"
+                        .into(),
+                });
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                r
+            }
         }
-        _ => next.run(request).await,
+        None => next.run(request).await,
     };
     state.metrics.record(
         route,
