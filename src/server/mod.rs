@@ -57,8 +57,8 @@ pub struct ServerOptions {
     /// it) is closed.
     pub write_timeout: Duration,
     /// Connections open at once; more are closed as soon as they are accepted. With a token, at most a quarter
-    /// of them (at least 1) may be connections that have made no request with the token yet
-    /// ([`probation`]).
+    /// of them (at least 1) may be connections that have made no request with the token yet: a new one closes
+    /// the oldest of those.
     pub max_connections: usize,
     /// On SIGTERM, requests in flight get this long to finish.
     pub drain_timeout: Duration,
