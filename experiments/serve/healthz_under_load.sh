@@ -4,12 +4,15 @@
 #   bash experiments/serve/healthz_under_load.sh [BIN [PROBES]]    # default target/release/lshbench, 200
 # Starts BIN serve on a new index of the first 2,000 mails of data/spamassassin.jsonl.gz (default parameters),
 # then 4 clients (curl in loops) each POST /v1/query with the first 1,000 mails again and again, and meanwhile
-# PROBES GET /healthz, one after another 20 ms apart, each on a new connection. Prints the probes' p50, p99 and
-# maximum (curl's time_total: connect, request, answer) and the queries answered meanwhile. Needs curl and jq.
+# PROBES GET /healthz, one after another 20 ms apart, each on a new connection; with CHECKERS > 0 (default 16),
+# that many wrk connections also check the remaining mails one per request (POST /v1/check, insert always)
+# until the probes end. Prints the probes' p50, p99 and maximum (curl's time_total: connect, request, answer), the
+# queries answered meanwhile, and the checks' rate and latency. Needs curl, jq, and wrk when CHECKERS > 0.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${1:-target/release/lshbench}
 probes=${2:-200}
+checkers=${CHECKERS:-16}
 work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -32,11 +35,24 @@ for c in 1 2 3 4; do
     ) &
     pids+=($!)
 done
+if [ "$checkers" -gt 0 ]; then
+    # As experiments/serve/bench.sh: one body a line, after an empty check that wrk asks for and drops.
+    { echo '{"documents":[]}'; gzip -dc data/spamassassin.jsonl.gz | awk "NR > 2000" |
+        jq -c '{documents: [{id, text}]}'; } >"$work/bodies.0"
+    wrk -t1 -c"$checkers" -d3600s --timeout 30s -s experiments/serve/wrk_check.lua "$url" -- "$work/bodies" \
+        >"$work/wrk.txt" &
+    pids+=($!)
+fi
 sleep 3
 for _ in $(seq "$probes"); do
     curl -s -o /dev/null -w '%{http_code} %{time_total}\n' "$url/healthz"
     sleep 0.02
 done >"$work/probes"
+if [ "$checkers" -gt 0 ]; then
+    kill -INT "${pids[-1]}" 2>/dev/null || true
+    wait "${pids[-1]}" 2>/dev/null || true
+    unset 'pids[-1]'
+fi
 kill "${pids[@]:1}" 2>/dev/null || true
 echo "binary: $bin ($("$bin" --version))"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) logical CPUs"
@@ -46,3 +62,7 @@ sort -k2 -g "$work/probes" | awk -v n="$probes" '{t[NR] = $2 * 1000} END {
         n, t[int(n * 0.5 + 0.5)], t[int(n * 0.99 + 0.5)], t[n]}'
 cat "$work"/load.* | awk '{n++; if ($1 == 200) ok++; s += $2} END {
     printf "queries of 1,000 mails answered meanwhile: %d (%d with 200), mean %.2f s each\n", n, ok, s / n}'
+if [ "$checkers" -gt 0 ]; then
+    tail -n 1 "$work/wrk.txt" | jq -r --arg c "$checkers" \
+        '"single-document checks from \($c) connections meanwhile: \(.requests) in \(.seconds) s, p50 \(.p50_ms) ms, p99 \(.p99_ms) ms, \(.not_200) not 200"'
+fi

@@ -1054,6 +1054,13 @@ fn a_snapshot_that_cannot_fit_is_not_started_and_leaves_no_segment_behind() {
     // With room, the snapshot is taken, and replaces the segments.
     sim.set_capacity(None);
     write(&index, 15).unwrap();
+    // The snapshot runs on its own thread: wait for it to finish (and to remove the segments it covers).
+    let t0 = std::time::Instant::now();
+    while (index.stats().snapshot.is_none() || segments(&sim) != 1)
+        && t0.elapsed() < std::time::Duration::from_secs(30)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert!(index.stats().snapshot.is_some());
     assert_eq!(segments(&sim), 1);
     drop(index);
