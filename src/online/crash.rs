@@ -861,7 +861,7 @@ fn check_damage(dir: &Path, image: &Image, told: &[Told], full: bool) -> Result<
 struct Visited {
     operations: usize,
     crash_states: usize,
-    /// States left by a crash during the recovery of a crash state.
+    /// States left by a crash, or a failure and a crash, during the recovery of a crash state.
     recovery_crash_states: usize,
     failure_states: usize,
     damage_states: usize,
@@ -913,7 +913,8 @@ fn enumerate(full: bool) -> Visited {
             if let Err(e) = check_state(&dir, &image, &told, &mut rebuilt) {
                 panic!("crash after operation {i} ({op}): {e}");
             }
-            // A second crash during this state's recovery, after each of its operations.
+            // A second crash during this state's recovery, after each of its operations; or that operation
+            // failing (the open may then fail), and a crash after the attempt.
             let probe = SimStorage::from_image(&image);
             drop(OnlineIndex::open(
                 &dir,
@@ -921,11 +922,26 @@ fn enumerate(full: bool) -> Visited {
                 options(&probe, SNAPSHOT_MIN),
             ));
             let recovery_ops = probe.ops();
-            for (j, rop) in recovery_ops.iter().enumerate() {
-                let sim = SimStorage::from_image(&image).with_plan(Plan {
-                    crash_after: Some(j),
-                    ..Plan::default()
-                });
+            let plans = (0..recovery_ops.len()).flat_map(|j| {
+                [
+                    Plan {
+                        crash_after: Some(j),
+                        ..Plan::default()
+                    },
+                    Plan {
+                        fail_at: Some((j, Fail::Eio)),
+                        ..Plan::default()
+                    },
+                    Plan {
+                        fail_at: Some((j, Fail::NoSpace)),
+                        ..Plan::default()
+                    },
+                ]
+            });
+            for plan in plans {
+                let j = plan.crash_after.or(plan.fail_at.map(|f| f.0)).unwrap();
+                let rop = &recovery_ops[j];
+                let sim = SimStorage::from_image(&image).with_plan(plan);
                 drop(OnlineIndex::open(
                     &dir,
                     &ParamChoices::default(),
@@ -935,7 +951,7 @@ fn enumerate(full: bool) -> Visited {
                     v.recovery_crash_states += 1;
                     if let Err(e) = check_state(&dir, &again, &told, &mut rebuilt) {
                         panic!(
-                            "crash after operation {i} ({op}), then after {rop} in recovery: {e}"
+                            "crash after operation {i} ({op}), then {plan:?} ({rop}) in recovery: {e}"
                         );
                     }
                 }
@@ -978,7 +994,7 @@ fn every_crash_point_and_every_failure_keeps_the_durability_promises() {
     let t0 = Instant::now();
     let v = enumerate(full);
     println!(
-        "{} enumeration: {} operations; {} crash states, {} after a second crash in recovery, {} failure \
+        "{} enumeration: {} operations; {} crash states, {} after a crash or failure in recovery, {} failure \
          states, {} damaged states ({} in all) in {:.1} s",
         if full { "full" } else { "quick" },
         v.operations,
