@@ -6,7 +6,9 @@ survives.
 
 Each round starts the server on the same index directory, loads it from CLIENTS threads (each its own
 connection, paced: checks of 1 to 8 mails, half of them edited into near-duplicates, under fresh ids, and now and
-then a deletion of a document it inserted), and SIGKILLs it after a random 0.1 to 1.2 s. After the restart:
+then a deletion of a document it inserted), and SIGKILLs it after a random 0.1 to 1.2 s (every --sigterm-every-th
+round SIGTERMs it instead). The server snapshots whenever its log passes --snapshot-min (256 KiB by default), so
+many kills land during a snapshot, and SIGTERM cancels one. After the restart:
 
 - every insertion acknowledged since the last round (and 1,000 older ones drawn at random; all of them after
   the last kill) is present with the sequence number and text it was acknowledged with, every deletion
@@ -207,7 +209,8 @@ def verify(server, reference, state, fresh, texts, rng, round_no, full):
 def run_rounds(args, rng, texts, state, lines, tmp, live):
     """The kills; `live` holds the servers running, for the caller to stop whatever happens."""
     index = tmp / "index"
-    live["server"] = Server(args.bin, index, "--create")
+    serve_args = ("--snapshot-min", args.snapshot_min)
+    live["server"] = Server(args.bin, index, "--create", *serve_args)
     live["reference"] = Server(args.bin, tmp / "reference", "--create")
     for round_no in range(1, args.kills + 1):
         server = live["server"]
@@ -225,15 +228,22 @@ def run_rounds(args, rng, texts, state, lines, tmp, live):
         for t in threads:
             t.start()
         time.sleep(rng.uniform(0.1, 1.2))
-        server.kill9()
+        # Every --sigterm-every-th round stops the server with SIGTERM instead, which cancels a snapshot in
+        # progress; the others kill -9, often during a snapshot (--snapshot-min is small).
+        term = args.sigterm_every > 0 and round_no % args.sigterm_every == 0
+        if term:
+            assert server.stop() == 0, "SIGTERM under load exits 0"
+        else:
+            server.kill9()
         stop.set()
         for t in threads:
             t.join(timeout=60)
         assert not errors, "\n".join(errors)
         in_flight = len(state.unsure_insert) + len(state.unsure_delete)
-        live["server"] = server = Server(args.bin, index)
+        live["server"] = server = Server(args.bin, index, *serve_args)
         fresh, state.fresh = state.fresh, set()
-        line = f"kill {round_no} ({in_flight} writes in flight): " + verify(
+        how = "SIGTERM" if term else "kill"
+        line = f"{how} {round_no} ({in_flight} writes in flight): " + verify(
             server, live["reference"], state, fresh, texts, rng, round_no, full=round_no == args.kills
         )
         print(line, flush=True)
@@ -249,6 +259,14 @@ def main():
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--docs-per-round", type=int, default=1500, help="at most this many documents sent per round")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--snapshot-min",
+        default="256K",
+        help="the server's --snapshot-min: small, so that many kills land while a snapshot runs",
+    )
+    ap.add_argument(
+        "--sigterm-every", type=int, default=5, help="stop with SIGTERM instead of kill -9 every N-th round (0: never)"
+    )
     ap.add_argument("--corpus", default=str(ROOT / "data/spamassassin.jsonl.gz"))
     ap.add_argument("--out", help="also write the log as markdown here")
     args = ap.parse_args()
@@ -267,7 +285,11 @@ def main():
                     s.proc.kill()
                     s.proc.wait()
     total = time.time() - t_all
-    summary = f"{args.kills} kills, {args.clients} clients, {total:.1f} s: every check passed"
+    terms = args.kills // args.sigterm_every if args.sigterm_every > 0 else 0
+    summary = (
+        f"{args.kills} rounds ({args.kills - terms} kill -9, {terms} SIGTERM), {args.clients} clients, "
+        f"--snapshot-min {args.snapshot_min}, {total:.1f} s: every check passed"
+    )
     print(summary)
     if args.out:
         cpu = ""
@@ -281,7 +303,8 @@ def main():
         Path(args.out).write_text(
             "# Crash test of lshbench serve\n\n"
             f"Command: `python3 experiments/serve/crash_test.py --bin {args.bin} --kills {args.kills} "
-            f"--clients {args.clients} --docs-per-round {args.docs_per_round} --seed {args.seed} --out {args.out}`\n\n"
+            f"--clients {args.clients} --docs-per-round {args.docs_per_round} --seed {args.seed} "
+            f"--snapshot-min {args.snapshot_min} --sigterm-every {args.sigterm_every} --out {args.out}`\n\n"
             f"Machine: {os.cpu_count()} logical CPUs, {cpu}, Linux {platform.release()}; commit {commit}.\n\n"
             f"{summary}.\n\n```text\n" + "\n".join(lines) + "\n```\n"
         )
