@@ -66,6 +66,8 @@ print(f\"{$docs / w['seconds']:.0f} {w['p50_ms']:.2f} {w['p99_ms']:.2f}\")"
 }
 
 {
+    echo "# lshbench serve: throughput at two commits"
+    echo
     echo "command: bash experiments/serve/ab.sh $base $docs $clients $rounds"
     echo "base: $(git rev-parse --short "$base"); head: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src Cargo.toml || echo ' (with uncommitted changes)')"
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
