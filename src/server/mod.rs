@@ -537,42 +537,29 @@ fn answer(
 }
 
 async fn check(State(state): State<Shared>, request: axum::extract::Request) -> Response {
-    let bytes = match body(&state, request).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let (index, limits) = (state.index.clone(), state.options.limits);
-    // Decoded and signed off the workers; the writer answers through `rx`.
-    let submitted = on_cpu(&state, move || -> Result<(), ApiError> {
-        match api::decode(Route::Check, &bytes, &limits)? {
-            Request::Check(r) => index.submit_check(r.documents, r.insert, move |r| {
-                let _ = tx.send(r);
-            }),
-            _ => unreachable!("the check route decodes checks"),
-        }
-        Ok(())
-    });
-    match submitted.await {
-        Ok(Ok(())) => answered(rx).await,
-        Ok(Err(e)) => error(e),
-        Err(r) => r,
-    }
+    write(state, request, Route::Check).await
 }
 
 async fn insert(State(state): State<Shared>, request: axum::extract::Request) -> Response {
+    write(state, request, Route::Insert).await
+}
+
+/// A check or an insert: decoded and signed off the workers; the writer answers through a channel.
+async fn write(state: Shared, request: axum::extract::Request, route: Route) -> Response {
     let bytes = match body(&state, request).await {
         Ok(b) => b,
         Err(r) => return r,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let reply = move |r| {
+        let _ = tx.send(r);
+    };
     let (index, limits) = (state.index.clone(), state.options.limits);
     let submitted = on_cpu(&state, move || -> Result<(), ApiError> {
-        match api::decode(Route::Insert, &bytes, &limits)? {
-            Request::Insert(r) => index.submit_insert(r.documents, move |r| {
-                let _ = tx.send(r);
-            }),
-            _ => unreachable!("the insert route decodes inserts"),
+        match api::decode(route, &bytes, &limits)? {
+            Request::Check(r) => index.submit_check(r.documents, r.insert, reply),
+            Request::Insert(r) => index.submit_insert(r.documents, reply),
+            Request::Query(_) => unreachable!("the write routes decode checks and inserts"),
         }
         Ok(())
     });
