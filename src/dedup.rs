@@ -13,6 +13,7 @@ pub mod external;
 pub mod parquet;
 pub mod spill;
 pub mod state;
+pub mod survivor;
 #[cfg(feature = "arrow")]
 pub mod tables;
 
@@ -122,6 +123,15 @@ pub enum DedupError {
     /// An output file could not be created, written or renamed into place (the message names it).
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// The survivor policy could not rank the documents.
+    #[error(transparent)]
+    Survivor(#[from] survivor::SurvivorError),
+    /// A survivor column the reader was not opened to collect.
+    #[error(
+        "--keep {0}: the corpus reader must collect that field (ReaderOptions::rank_field); the command line does \
+         this itself"
+    )]
+    RankFieldNotRead(String),
     /// The out-of-core run (`--memory-limit`) could not go on: the limit is too small, a spill file is damaged, or
     /// the corpus changed between its two passes.
     #[error(transparent)]
@@ -221,6 +231,15 @@ pub struct DedupOutputs {
     pub group_report: Option<PathBuf>,
     /// The kept corpus as JSONL ([`write_kept`]); the texts are kept in memory until it is written.
     pub kept: Option<PathBuf>,
+    /// The audit of removals as CSV ([`write_removed`]): one row per removed document with its survivor.
+    pub removed: Option<PathBuf>,
+}
+
+impl DedupOutputs {
+    /// Whether the run writes a deduplicated corpus or its audit (the outputs a survivor policy decides).
+    pub fn selects_survivors(&self) -> bool {
+        self.kept.is_some() || self.removed.is_some()
+    }
 }
 
 /// The knobs of a [`run`]. [`Default`] gives the command line's defaults.
@@ -256,6 +275,11 @@ pub struct DedupOptions {
     pub memory_limit: Option<external::MemoryLimit>,
     /// Machine-specific tuning the caller opts into (none by default; only the CLI sets it).
     pub tuning: crate::exec::Tuning,
+    /// Which member of a group survives ([`survivor::Keep`]). A column policy needs the reader opened with
+    /// that field as [`crate::corpus::ReaderOptions::rank_field`].
+    pub keep: survivor::Keep,
+    /// What happens to documents shorter than one shingle.
+    pub short: survivor::Short,
 }
 
 impl DedupOptions {
@@ -300,6 +324,8 @@ impl Default for DedupOptions {
             outputs: DedupOutputs::default(),
             memory_limit: None,
             tuning: crate::exec::Tuning::default(),
+            keep: survivor::Keep::default(),
+            short: survivor::Short::default(),
         }
     }
 }
@@ -344,6 +370,12 @@ pub struct DedupOutcome {
     pub group_stats: Vec<GroupStats>,
     /// Similarity of each group member to its group's centre, per group, in member order.
     pub to_center: Vec<Vec<f64>>,
+    /// The survivor policy that chose each group's centre.
+    pub keep: survivor::Keep,
+    /// The short-document policy and the removals it made (in input order).
+    pub short: survivor::Short,
+    /// Documents removed by the short-document policy.
+    pub short_removed: Vec<survivor::ShortRemoval>,
     /// The knobs the run used (with the banding it chose).
     pub config: DedupConfig,
     /// Seconds per stage, in order.
@@ -351,13 +383,17 @@ pub struct DedupOutcome {
 }
 
 impl DedupOutcome {
-    /// The documents removed as duplicates, by position: every group member except its centre.
+    /// The documents removed, by position: every group member except its centre, and the short documents the
+    /// short-document policy removed.
     pub fn removed(&self) -> Vec<bool> {
         let mut out = vec![false; self.ids.len()];
         for g in &self.groups {
             for &m in &g.members {
                 out[m as usize] = m != g.center;
             }
+        }
+        for r in &self.short_removed {
+            out[r.doc as usize] = true;
         }
         out
     }
@@ -425,11 +461,24 @@ pub fn run(
     let outputs = &options.outputs;
     let keep_text = options.verify == Verify::Exact || outputs.kept.is_some();
     let arena = exact::SetArena::tuned(&options.tuning);
+    check_rank_field(options, reader)?;
+    corpus.short = options.short;
+    corpus.keep = options.keep.clone();
+    let mut rank_inputs = survivor::RankInputs::default();
     let read_result = crate::pipeline::sketch_corpus(reader, shingler, kernel, |batch| {
         progress.inc(batch.docs.len() as u64);
+        let first = corpus.ids.len();
+        corpus.short_docs.extend(
+            unband_short(batch, shingler, options.short)
+                .into_iter()
+                .map(|i| (first + i) as u32),
+        );
         corpus.signatures.extend_from_slice(&batch.signatures);
         corpus.empty.extend_from_slice(&batch.empty);
         for doc in &mut batch.docs {
+            if options.keep.needs_lengths() {
+                rank_inputs.lengths.push(text_length(&doc.text));
+            }
             corpus.ids.push(std::mem::take(&mut doc.id));
             corpus.texts.push(if keep_text {
                 std::mem::take(&mut doc.text)
@@ -441,6 +490,15 @@ pub fn run(
     });
     read_result?;
     let read = reader.stats().clone();
+    rank_inputs.values = reader.take_rank_values();
+    corpus.rank = survivor::ranking(
+        &options.keep,
+        corpus.loaded,
+        corpus.ids.len() - corpus.loaded,
+        &rank_inputs,
+        &corpus.ids,
+    )?;
+    drop(rank_inputs);
     let t_read = t0.elapsed().as_secs_f64();
     if let Some(path) = &options.save {
         progress.stage("saving state");
@@ -484,6 +542,22 @@ pub fn run(
     })
 }
 
+/// Refuses a column survivor policy whose field the reader does not collect.
+pub(crate) fn check_rank_field(
+    options: &DedupOptions,
+    reader: &CorpusReader,
+) -> Result<(), DedupError> {
+    if options.keep.field() != reader.options().rank_field.as_deref() {
+        return Err(DedupError::RankFieldNotRead(options.keep.to_string()));
+    }
+    Ok(())
+}
+
+/// A text's length for `--keep longest|shortest`: its UTF-8 bytes, saturated at `u32::MAX`.
+pub(crate) fn text_length(text: &str) -> u32 {
+    u32::try_from(text.len()).unwrap_or(u32::MAX)
+}
+
 /// Writes the files `outputs` names, at the same time (each is small, and formatting its rows is most of the
 /// cost); the first error, in the order pairs, clusters, group report, kept corpus, is the one reported. `texts`
 /// are the documents' texts for the kept corpus (by position after the loaded ones).
@@ -498,6 +572,7 @@ fn write_outputs(
         (&outputs.clusters, Some(Table::Clusters)),
         (&outputs.group_report, Some(Table::GroupReport)),
         (&outputs.kept, None),
+        (&outputs.removed, Some(Table::Removed)),
     ];
     let written: Vec<Result<(), DedupError>> = files
         .par_iter()
@@ -516,6 +591,7 @@ enum Table {
     Pairs,
     Clusters,
     GroupReport,
+    Removed,
 }
 
 /// Whether an output path names a Parquet file (its extension is `.parquet`).
@@ -535,6 +611,7 @@ fn write_table(path: &Path, which: Table, o: &DedupOutcome) -> Result<(), DedupE
         Table::Pairs => write_pairs(w, o),
         Table::Clusters => write_clusters(w, o),
         Table::GroupReport => write_group_report(w, o),
+        Table::Removed => write_removed(w, o),
     })
 }
 
@@ -560,6 +637,15 @@ pub struct Corpus {
     pub texts: Vec<String>,
     /// Documents `0..loaded` came from a saved state (and have no text).
     pub loaded: usize,
+    /// The survivor ranking ([`survivor::ranking`]; `None`: each group's most connected member survives).
+    pub rank: Option<Vec<u32>>,
+    /// The short documents read now, when the short-document policy takes them out of banding (they are
+    /// marked empty).
+    pub short_docs: Vec<u32>,
+    /// What happens to short documents.
+    pub short: survivor::Short,
+    /// The survivor policy `rank` comes from (recorded in the outcome and the audit).
+    pub keep: survivor::Keep,
 }
 
 /// The knobs of [`dedup_signed`].
@@ -690,7 +776,8 @@ fn dedup_signed_in(
 
     // Group.
     let t_group = Instant::now();
-    let (groups, edges_by_group) = group_verified(n, &verified, config.groups);
+    let (groups, edges_by_group) =
+        group_verified(n, &verified, config.groups, corpus.rank.as_deref());
     // The exact similarities verification already computed: most member pairs a group's statistics examine,
     // and most members' pairs with their centre, are verified pairs. Only exact values are reused: they are
     // the same whichever way round the pair is taken (the estimate is computed afresh, as before).
@@ -739,6 +826,7 @@ fn dedup_signed_in(
         })
         .collect();
     stages.push(("group", t_group.elapsed().as_secs_f64()));
+    let short_removed = short_removals(corpus.short, &corpus.short_docs);
 
     Ok(DedupOutcome {
         ids: std::mem::take(&mut corpus.ids),
@@ -749,9 +837,49 @@ fn dedup_signed_in(
         groups,
         group_stats,
         to_center,
+        keep: corpus.keep.clone(),
+        short: corpus.short,
+        short_removed,
         config: *config,
         stage_seconds: stages,
     })
+}
+
+/// The removals of the short-document policy among the documents read now.
+pub(crate) fn short_removals(
+    short: survivor::Short,
+    short_docs: &[u32],
+) -> Vec<survivor::ShortRemoval> {
+    match short {
+        survivor::Short::Drop => short_docs
+            .iter()
+            .map(|&doc| survivor::ShortRemoval { doc })
+            .collect(),
+        survivor::Short::Keep | survivor::Short::Exact => Vec::new(),
+    }
+}
+
+/// Takes the short documents of a signed batch out of banding (marks them empty) when the short-document
+/// policy says so, and returns their positions in the batch.
+pub(crate) fn unband_short(
+    batch: &mut crate::pipeline::SignedBatch,
+    shingler: &Shingler,
+    short: survivor::Short,
+) -> Vec<usize> {
+    if !short.unbanded() {
+        return Vec::new();
+    }
+    let short: Vec<usize> = batch
+        .docs
+        .par_iter()
+        .enumerate()
+        .filter(|(_, d)| shingler.is_short(&d.text))
+        .map(|(i, _)| i)
+        .collect();
+    for &i in &short {
+        batch.empty[i] = true;
+    }
+    short
 }
 
 /// Verifies one candidate pair (`estimate` computes both documents' estimate, called only for a pair not
@@ -801,6 +929,7 @@ pub(crate) fn group_verified(
     n: usize,
     verified: &[CheckedPair],
     mode: GroupMode,
+    rank: Option<&[u32]>,
 ) -> (Vec<Group>, Vec<Vec<Edge>>) {
     let edges: Vec<Edge> = verified
         .iter()
@@ -810,7 +939,7 @@ pub(crate) fn group_verified(
             similarity: p.jaccard.unwrap_or(p.estimate),
         })
         .collect();
-    let groups = cluster::group(n, &edges, mode);
+    let groups = cluster::group_ranked(n, &edges, mode, rank);
     let mut group_of = vec![u32::MAX; n];
     for (g, grp) in groups.iter().enumerate() {
         for &m in &grp.members {
@@ -929,6 +1058,81 @@ pub fn write_group_report(out: impl Write, o: &DedupOutcome) -> io::Result<()> {
             &fmt_f(s.mean_pair),
             &s.pairs_below_threshold.to_string(),
             &s.pairs_disjoint.to_string(),
+        ])?;
+    }
+    w.flush()
+}
+
+/// One removed document of the audit: its position, its survivor's, their similarity and how it was taken,
+/// its group and the rule that removed it.
+struct Removal {
+    doc: u32,
+    survivor: Option<u32>,
+    similarity: Option<f64>,
+    basis: &'static str,
+    group: Option<usize>,
+    rule: String,
+}
+
+/// Every document read now that the run removes, in input order.
+fn removals(o: &DedupOutcome) -> Vec<Removal> {
+    let exact = o.config.verify == Verify::Exact;
+    let rule = format!(
+        "{}:{}",
+        match o.config.groups {
+            GroupMode::Components => "components",
+            GroupMode::Center => "center",
+        },
+        o.keep
+    );
+    let mut out = Vec::new();
+    for (g, (grp, sims)) in o.groups.iter().zip(&o.to_center).enumerate() {
+        for (&m, &s) in grp.members.iter().zip(sims) {
+            if m == grp.center || (m as usize) < o.loaded {
+                continue;
+            }
+            // A loaded survivor has no text: the similarity is the signatures' estimate.
+            let with_sets = exact && grp.center as usize >= o.loaded;
+            out.push(Removal {
+                doc: m,
+                survivor: Some(grp.center),
+                similarity: Some(s),
+                basis: if with_sets { "exact" } else { "estimate" },
+                group: Some(g),
+                rule: rule.clone(),
+            });
+        }
+    }
+    for r in &o.short_removed {
+        out.push(Removal {
+            doc: r.doc,
+            survivor: None,
+            similarity: None,
+            basis: "",
+            group: None,
+            rule: "short:drop".into(),
+        });
+    }
+    out.sort_by_key(|r| r.doc);
+    out
+}
+
+/// Writes the audit of removals as CSV, one row per removed document in input order:
+/// `id,survivor,similarity,basis,group,rule`. `similarity` is the removed document's similarity to its survivor
+/// (`basis`: `exact` Jaccard of the shingle sets or the signatures' `estimate`); `group` is its row in the
+/// clusters file; `rule` is the grouping and survivor policy (`center:first`, `components:center`, ...), or
+/// `short:drop` for a document shorter than one shingle under `--short drop` (no survivor).
+pub fn write_removed(out: impl Write, o: &DedupOutcome) -> io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(["id", "survivor", "similarity", "basis", "group", "rule"])?;
+    for r in removals(o) {
+        w.write_record([
+            o.ids[r.doc as usize].as_str(),
+            r.survivor.map_or("", |s| o.ids[s as usize].as_str()),
+            &fmt_opt(r.similarity),
+            r.basis,
+            &r.group.map(|g| g.to_string()).unwrap_or_default(),
+            &r.rule,
         ])?;
     }
     w.flush()
@@ -1054,12 +1258,28 @@ pub fn summary(report: &DedupReport) -> String {
         config.groups,
         o.groups.len()
     );
+    let removed = o.removed()[o.loaded..].iter().filter(|&&r| r).count();
     let _ = writeln!(
         s,
-        "kept: {} documents, {} removed as duplicates",
-        new_docs - o.removed()[o.loaded..].iter().filter(|&&r| r).count(),
-        o.removed()[o.loaded..].iter().filter(|&&r| r).count()
+        "kept: {} documents, {removed} removed as duplicates",
+        new_docs - removed,
     );
+    if o.keep != survivor::Keep::Center || o.short != survivor::Short::Exact {
+        let _ = writeln!(
+            s,
+            "survivors: --keep {} (ties to the earliest); --short {}{}",
+            o.keep,
+            o.short.name(),
+            match o.short {
+                survivor::Short::Keep => " (short documents kept, not banded)".to_string(),
+                survivor::Short::Drop => format!(
+                    ": {} documents shorter than one shingle removed",
+                    o.short_removed.len()
+                ),
+                survivor::Short::Exact => String::new(),
+            }
+        );
+    }
     let mut order: Vec<usize> = (0..o.groups.len()).collect();
     order.sort_by_key(|&g| (std::cmp::Reverse(o.groups[g].members.len()), g));
     if !order.is_empty() {

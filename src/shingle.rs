@@ -164,6 +164,19 @@ impl Shingler {
         self.hashes_known(text, false, out);
     }
 
+    /// Whether `text` is shorter than one window: fewer than K characters (`char:K`) or bytes (`byte:K`), fewer
+    /// than N tokens (`word:N`), or no stop word (`stopword:N`), after normalisation. Such a text's shingle set
+    /// is its whole text as one shingle (or nothing, when it has no token).
+    pub fn is_short(&self, text: &str) -> bool {
+        let text = self.normalization.apply(text);
+        match self.kind {
+            ShingleKind::Char(k) => text.chars().nth(k - 1).is_none(),
+            ShingleKind::Byte(k) => text.len() < k,
+            ShingleKind::Word(n) => text.split_whitespace().nth(n - 1).is_none(),
+            ShingleKind::StopWord(_) => !text.split_whitespace().any(is_stop_word),
+        }
+    }
+
     /// Whether this shingler's windows depend on `text` being all ASCII (`char:K` without normalisation: an
     /// ASCII text's windows are byte windows). Only then is [`KnownAscii`]'s flag worth finding.
     pub(crate) fn uses_ascii(&self) -> bool {

@@ -90,7 +90,7 @@ fn run(
             pairs: Some(files[0].clone()),
             clusters: Some(files[1].clone()),
             group_report: Some(files[2].clone()),
-            kept: None,
+            ..DedupOutputs::default()
         },
         ..options.clone()
     };

@@ -686,7 +686,7 @@ fn dedup_texts<'py>(
                 } else {
                     vec![String::new(); views.len()]
                 },
-                loaded: 0,
+                ..Corpus::default()
             };
             dedup::dedup_signed(&mut corpus, kernel.as_ref(), &shingler, &config, false)
                 .map_err(value_error)

@@ -225,8 +225,18 @@ impl ReaderArgs {
     /// Opens the reader these flags describe, its JSONL fast path on the instruction set of `dispatch` (the
     /// command's one choice, the shingler's).
     pub fn open(&self, dispatch: crate::arch::Dispatch) -> Result<CorpusReader, ReadError> {
+        self.open_ranked(dispatch, None)
+    }
+
+    /// [`ReaderArgs::open`], collecting the values of `rank_field` for a column survivor policy.
+    pub fn open_ranked(
+        &self,
+        dispatch: crate::arch::Dispatch,
+        rank_field: Option<&str>,
+    ) -> Result<CorpusReader, ReadError> {
         let options = ReaderOptions {
             dispatch,
+            rank_field: rank_field.map(str::to_string),
             ..self.options()
         };
         CorpusReader::open(&self.input, &options)

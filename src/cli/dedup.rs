@@ -37,9 +37,20 @@ pub struct DedupArgs {
     /// How candidates are confirmed: exact shingle Jaccard, the signature estimate, or none.
     #[arg(long, value_enum, default_value_t = Verify::Exact)]
     pub verify: Verify,
-    /// Grouping: connected components, or `center` (every member has a verified pair with its group's centre).
-    #[arg(long, value_enum, default_value_t = GroupMode::Components)]
-    pub groups: GroupMode,
+    /// Grouping: connected components, or `center` (every member has a verified pair with its group's centre)
+    /// [default: components; center with --kept or --removed, so that every removed document has a verified
+    /// pair with its survivor].
+    #[arg(long, value_enum)]
+    pub groups: Option<GroupMode>,
+    /// Which member of a group survives: center (the member with most verified pairs), first or last (input
+    /// order), longest or shortest (text bytes), or column:NAME:max / column:NAME:min (a JSONL field or a
+    /// CSV/TSV/Parquet column of numbers or text; documents without a value lose). Ties go to the earliest.
+    #[arg(long, value_name = "POLICY", default_value = "center")]
+    pub keep: dedup::survivor::Keep,
+    /// Documents shorter than one shingle (never candidates): keep them, drop them, or remove exact copies
+    /// (same text after normalisation, whitespace collapsed) in favour of the one --keep prefers.
+    #[arg(long, value_enum, default_value_t = dedup::survivor::Short::Keep)]
+    pub short: dedup::survivor::Short,
     /// Write the verified pairs as CSV (id_a,id_b,estimate,jaccard,verified_by), or as Parquet with the same
     /// columns if the name ends in .parquet.
     #[arg(long, value_name = "CSV|PARQUET")]
@@ -56,6 +67,11 @@ pub struct DedupArgs {
     /// (singletons, empty documents and each group's centre), in input order.
     #[arg(long, value_name = "JSONL")]
     pub kept: Option<PathBuf>,
+    /// Write the audit of removals as CSV (Parquet if the name ends in .parquet): one row per removed document
+    /// with its survivor, their similarity, its group and the rule that removed it
+    /// (id,survivor,similarity,basis,group,rule).
+    #[arg(long, value_name = "CSV|PARQUET")]
+    pub removed: Option<PathBuf>,
     /// Buckets (and classes of identical signatures) larger than this are enumerated as a star; the pairs left
     /// out are counted in the summary. At most 100000.
     #[arg(long, default_value_t = index::DEFAULT_BUCKET_CAP)]
@@ -100,7 +116,7 @@ impl DedupArgs {
             rows: self.rows,
             threshold: self.threshold,
             verify: self.verify,
-            groups: self.groups,
+            groups: self.group_mode(),
             bucket_cap: self.bucket_cap,
             max_candidates: self.max_candidates,
             pair_budget: self.pair_budget,
@@ -112,6 +128,7 @@ impl DedupArgs {
                 clusters: self.clusters.clone(),
                 group_report: self.group_report.clone(),
                 kept: self.kept.clone(),
+                removed: self.removed.clone(),
             },
             memory_limit: self.memory_limit.map(|bytes| dedup::external::MemoryLimit {
                 bytes,
@@ -119,7 +136,20 @@ impl DedupArgs {
                 run_records: self.spill_run_records,
             }),
             tuning: crate::cli::args::tuning(),
+            keep: self.keep.clone(),
+            short: self.short,
         }
+    }
+
+    /// `--groups`, or its default: `center` when the run chooses survivors (`--kept`, `--removed`), else
+    /// `components`.
+    pub fn group_mode(&self) -> GroupMode {
+        self.groups
+            .unwrap_or(if self.kept.is_some() || self.removed.is_some() {
+                GroupMode::Center
+            } else {
+                GroupMode::Components
+            })
     }
 }
 
@@ -137,6 +167,7 @@ pub fn run(args: &DedupArgs) -> anyhow::Result<()> {
         ("--clusters", args.clusters.as_deref()),
         ("--group-report", args.group_report.as_deref()),
         ("--kept", args.kept.as_deref()),
+        ("--removed", args.removed.as_deref()),
     ];
     let input = ("--input", Some(args.reader.input.as_path()));
     check_outputs(&[input, ("--load", args.load.as_deref())], &tables)?;
@@ -153,7 +184,9 @@ pub fn run(args: &DedupArgs) -> anyhow::Result<()> {
     let pool = crate::exec::thread_pool(args.threads)?;
     let kernel = args.kernel.build_bits(args.bits)?;
     let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
-    let mut reader = args.reader.open(shingler.dispatch())?;
+    let mut reader = args
+        .reader
+        .open_ranked(shingler.dispatch(), args.keep.field())?;
     let bar = Bar::new("reading and signing");
     let report = pool.install(|| {
         dedup::run(

@@ -12,6 +12,6 @@ pub mod synth;
 mod thrift_guard;
 
 pub use reader::{
-    CorpusReader, DEFAULT_MAX_RECORD_BYTES, Document, InputFormat, OnError, ReadError, ReadStats,
-    ReaderOptions,
+    CorpusReader, DEFAULT_MAX_RECORD_BYTES, Document, FieldValue, InputFormat, OnError, ReadError,
+    ReadStats, ReaderOptions,
 };

@@ -9,7 +9,7 @@
 //! the `line` of a rejected row's message is its 1-based row number in the file, and a row without an id column
 //! gets its 0-based row index as id, as a CSV record gets its record index.
 
-use super::record::{Bad, Parsed, ReadError, ReaderOptions, decode};
+use super::record::{Bad, FieldValue, Parsed, ReadError, ReaderOptions, decode};
 use super::thrift_guard;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -83,6 +83,66 @@ fn supported(dt: &DataType, ints: bool) -> bool {
     }
 }
 
+/// Whether a column of type `dt` can rank survivors as numbers: integers, floats, decimals, dates and
+/// timestamps (strings and binary rank as text, through [`supported`]).
+fn rankable(dt: &DataType) -> bool {
+    let value_type = match dt {
+        DataType::Dictionary(_, v) => v.as_ref(),
+        dt => dt,
+    };
+    if value_type.is_temporal() {
+        arrow_cast::can_cast_types(dt, &DataType::Int64)
+    } else {
+        value_type.is_numeric() && arrow_cast::can_cast_types(dt, &DataType::Float64)
+    }
+}
+
+/// A batch's survivor values: text for string and binary columns (invalid UTF-8 replaced), numbers for
+/// integer, float, decimal, date and timestamp columns (dates and timestamps as their integer value in the
+/// column's unit); null and NaN are missing.
+fn rank_values(a: &ArrayRef) -> Vec<FieldValue> {
+    if supported(a.data_type(), false) {
+        let cells = Cells::new(a);
+        return (0..a.len())
+            .map(|i| match cells.get(i) {
+                Cell::Null => FieldValue::Missing,
+                Cell::Str(s) => FieldValue::Text(s.to_string()),
+                Cell::Bytes(b) => FieldValue::Text(String::from_utf8_lossy(b).into_owned()),
+                Cell::Int(v) => FieldValue::Number(v as f64),
+            })
+            .collect();
+    }
+    let value_type = match a.data_type() {
+        DataType::Dictionary(_, v) => v.as_ref().clone(),
+        dt => dt.clone(),
+    };
+    // Temporal values go through their integer representation (arrow casts timestamps to floats only that
+    // way); every numeric type casts to Float64.
+    let numbers = if value_type.is_temporal() {
+        arrow_cast::cast(a, &DataType::Int64).and_then(|i| arrow_cast::cast(&i, &DataType::Float64))
+    } else {
+        arrow_cast::cast(a, &DataType::Float64)
+    };
+    match numbers {
+        Ok(f) => {
+            let f = f.as_primitive::<arrow_array::types::Float64Type>();
+            (0..f.len())
+                .map(|i| {
+                    let x = f.value(i);
+                    if f.is_null(i) || x.is_nan() {
+                        FieldValue::Missing
+                    } else {
+                        FieldValue::Number(x)
+                    }
+                })
+                .collect()
+        }
+        // `rankable` admitted only types arrow says it casts; a cast that fails anyway leaves the values
+        // missing (ranked last) rather than stopping the run.
+        Err(_) => vec![FieldValue::Missing; a.len()],
+    }
+}
+
 fn widen<T: ArrowPrimitiveType>(a: &ArrayRef) -> Cells
 where
     T::Native: Into<i128>,
@@ -150,6 +210,9 @@ pub(super) struct ParquetRows {
     id: Option<Column>,
     /// The batch being read: the text cells, the id cells, its length and the next row in it.
     batch: Option<(Cells, Option<Cells>, usize)>,
+    /// The survivor column ([`ReaderOptions::rank_field`]) and its values in the current batch.
+    rank: Option<Column>,
+    rank_values: Vec<FieldValue>,
     pos: usize,
     /// Rows read so far (the 1-based number of the last row read).
     row: u64,
@@ -701,9 +764,32 @@ impl ParquetRows {
             .as_deref()
             .map(|name| find(name, true).map(|i| (name, i)))
             .transpose()?;
+        let rank_root = options
+            .rank_field
+            .as_deref()
+            .map(|name| -> Result<(&str, usize), ReadError> {
+                let i = find(name, true).or_else(|e| {
+                    match schema.fields().iter().position(|f| f.name() == name) {
+                        Some(i) if rankable(schema.field(i).data_type()) => Ok(i),
+                        Some(i) => Err(file_error(
+                            path,
+                            std::io::ErrorKind::InvalidInput,
+                            format!(
+                                "field `{name}`: the column holds {}; a survivor column must hold numbers, \
+                                 dates, timestamps or text",
+                                schema.field(i).data_type()
+                            ),
+                        )),
+                        None => Err(e),
+                    }
+                })?;
+                Ok((name, i))
+            })
+            .transpose()?;
         // The projection yields the chosen root columns in file order, once each.
         let mut roots = vec![text_root];
         roots.extend(id_root.map(|(_, i)| i));
+        roots.extend(rank_root.map(|(_, i)| i));
         roots.sort_unstable();
         roots.dedup();
         let position = |root: usize| roots.iter().position(|&r| r == root).expect("projected");
@@ -731,6 +817,11 @@ impl ParquetRows {
                 position: position(root),
             }),
             batch: None,
+            rank: rank_root.map(|(name, root)| Column {
+                name: name.to_string(),
+                position: position(root),
+            }),
+            rank_values: Vec::new(),
             pos: 0,
             row: 0,
         })
@@ -764,6 +855,9 @@ impl ParquetRows {
                 }
                 Some(Ok(batch)) => {
                     self.batch = Some(self.cells(&batch));
+                    if let Some(col) = &self.rank {
+                        self.rank_values = rank_values(batch.column(col.position));
+                    }
                     self.pos = 0;
                 }
             }
@@ -799,7 +893,17 @@ impl ParquetRows {
             },
             _ => None,
         };
-        Ok(Some(Ok(Parsed { id, text, replaced })))
+        let rank = if self.rank.is_some() {
+            std::mem::take(&mut self.rank_values[i])
+        } else {
+            FieldValue::Missing
+        };
+        Ok(Some(Ok(Parsed {
+            id,
+            text,
+            replaced,
+            rank,
+        })))
     }
 
     fn cells(&self, batch: &RecordBatch) -> (Cells, Option<Cells>, usize) {

@@ -15,8 +15,8 @@
 
 use super::record::{Bad, Parsed, decode};
 pub use super::record::{
-    DEFAULT_MAX_RECORD_BYTES, Document, InputFormat, MAX_KEPT_REJECTIONS, OnError, ReadError,
-    ReadStats, ReaderOptions,
+    DEFAULT_MAX_RECORD_BYTES, Document, FieldValue, InputFormat, MAX_KEPT_REJECTIONS, OnError,
+    ReadError, ReadStats, ReaderOptions,
 };
 use std::borrow::Cow;
 use std::fmt;
@@ -280,6 +280,7 @@ enum Inner {
         width: usize,
         text_col: (usize, String),
         id_col: Option<(usize, String)>,
+        rank_col: Option<(usize, String)>,
     },
     Dir {
         root: PathBuf,
@@ -302,6 +303,10 @@ pub struct CorpusReader {
     seen_ids: rustc_hash::FxHashSet<u64>,
     /// Whether reading decodes as well as parses (a gzip file, or Parquet).
     decodes: bool,
+    /// The rank field's value of each document yielded, when [`ReaderOptions::rank_field`] names one.
+    rank_values: Vec<FieldValue>,
+    /// Heap bytes of the text values among them.
+    rank_heap: u64,
 }
 
 impl CorpusReader {
@@ -313,6 +318,25 @@ impl CorpusReader {
             f => f,
         };
         let mut decodes = false;
+        if let Some(field) = &options.rank_field
+            && matches!(format, InputFormat::Text | InputFormat::Dir)
+        {
+            return Err(ReadError::Io {
+                file: path.to_path_buf(),
+                cause: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "field `{field}`: a survivor column needs a JSONL, CSV/TSV or Parquet corpus (a {} corpus \
+                         has no fields)",
+                        if format == InputFormat::Dir {
+                            "directory"
+                        } else {
+                            "text"
+                        }
+                    ),
+                ),
+            });
+        }
         let inner = match format {
             InputFormat::Jsonl | InputFormat::Text => {
                 let (src, gzip) = open_source(path, true)?;
@@ -371,6 +395,8 @@ impl CorpusReader {
             done: false,
             seen_ids: Default::default(),
             decodes,
+            rank_values: Vec::new(),
+            rank_heap: 0,
         })
     }
 
@@ -385,9 +411,26 @@ impl CorpusReader {
         &self.stats
     }
 
+    /// The options this reader was opened with.
+    pub fn options(&self) -> &ReaderOptions {
+        &self.options
+    }
+
     /// The corpus path this reader was opened on.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The rank field's values of the documents yielded so far (one per document, in order), taken out of the
+    /// reader; empty unless [`ReaderOptions::rank_field`] names a field.
+    pub fn take_rank_values(&mut self) -> Vec<FieldValue> {
+        self.rank_heap = 0;
+        std::mem::take(&mut self.rank_values)
+    }
+
+    /// Resident bytes of the rank values collected so far (for out-of-core dedup's memory estimate).
+    pub fn rank_values_bytes(&self) -> u64 {
+        self.rank_heap + (self.rank_values.capacity() * std::mem::size_of::<FieldValue>()) as u64
     }
 
     /// A fresh reader over the same path with the same options, from the first record (for a second pass over
@@ -453,6 +496,7 @@ impl CorpusReader {
                 width,
                 text_col,
                 id_col,
+                rank_col,
             } => {
                 let Some(line) = rows.next_row().map_err(|cause| ReadError::Io {
                     file: self.path.clone(),
@@ -494,10 +538,16 @@ impl CorpusReader {
                     Some(Err(bad)) => return Ok(Some(Err(bad))),
                     None => None,
                 };
+                let rank = match rank_col.as_ref().map(field) {
+                    Some(Ok((value, _))) => FieldValue::from_field(&value),
+                    Some(Err(bad)) => return Ok(Some(Err(bad))),
+                    None => FieldValue::Missing,
+                };
                 Ok(Some(Ok(Parsed {
                     id,
                     text: text.into_owned(),
                     replaced,
+                    rank,
                 })))
             }
             #[cfg(feature = "parquet")]
@@ -537,6 +587,7 @@ impl CorpusReader {
                         id: Some(id),
                         text: text.into_owned(),
                         replaced,
+                        rank: FieldValue::Missing,
                     }),
                     Err(reason) => {
                         // Point at the line holding the first invalid byte.
@@ -588,6 +639,12 @@ impl Iterator for CorpusReader {
                         stats.duplicate_ids += 1;
                     }
                     stats.utf8_replaced += parsed.replaced as u64;
+                    if self.options.rank_field.is_some() {
+                        if let FieldValue::Text(t) = &parsed.rank {
+                            self.rank_heap += t.capacity() as u64;
+                        }
+                        self.rank_values.push(parsed.rank);
+                    }
                     let doc = Document {
                         index: stats.documents,
                         id: parsed.id.unwrap_or_else(|| record_index.to_string()),
@@ -642,6 +699,7 @@ fn line_record(
             id: None,
             text: text.into_owned(),
             replaced,
+            rank: FieldValue::Missing,
         }),
         Err(reason) => Err(Bad::new(line, "", reason)),
     })
@@ -654,11 +712,16 @@ fn line_record(
 /// answers only where serde_json would answer the same).
 fn parse_json(bytes: &[u8], line: u64, options: &ReaderOptions) -> Result<Parsed, Bad> {
     let id_field = options.id_field.as_deref().unwrap_or("id");
+    if options.rank_field.is_some() {
+        // The fast path takes the id and text fields only.
+        return parse_json_serde(bytes, line, options);
+    }
     match super::jsonl::parse_fast(bytes, id_field, &options.text_field, options.dispatch) {
         Some((id, text)) => Ok(Parsed {
             id,
             text,
             replaced: false,
+            rank: FieldValue::Missing,
         }),
         None => parse_json_serde(bytes, line, options),
     }
@@ -673,12 +736,17 @@ pub(super) fn parse_json_serde(
 ) -> Result<Parsed, Bad> {
     let id_field = options.id_field.as_deref().unwrap_or("id");
     let text_field = options.text_field.as_str();
+    let names = FieldNames {
+        id: id_field,
+        text: text_field,
+        rank: options.rank_field.as_deref(),
+    };
     let (fields, replaced) = match std::str::from_utf8(bytes) {
-        Ok(s) => (parse_object(s, id_field, text_field, line)?, false),
+        Ok(s) => (parse_object(s, names, line)?, false),
         Err(e) => {
             // Parse the repaired line so the message can name the field that held the bad bytes.
             let lossy = String::from_utf8_lossy(bytes);
-            let fields = parse_object(&lossy, id_field, text_field, line)?;
+            let fields = parse_object(&lossy, names, line)?;
             let in_text = fields.text.as_ref().is_some_and(|t| t.contains('\u{FFFD}'));
             let in_id = fields.id.as_ref().is_some_and(|t| t.contains('\u{FFFD}'));
             if options.strict_utf8 {
@@ -708,20 +776,31 @@ pub(super) fn parse_json_serde(
         id: fields.id,
         text,
         replaced,
+        rank: fields.rank.unwrap_or_default(),
     })
 }
 
 struct JsonFields {
     id: Option<String>,
     text: Option<String>,
+    rank: Option<FieldValue>,
 }
 
-fn parse_object(s: &str, id_field: &str, text_field: &str, line: u64) -> Result<JsonFields, Bad> {
+/// The fields a JSONL record is read for.
+#[derive(Clone, Copy)]
+struct FieldNames<'a> {
+    id: &'a str,
+    text: &'a str,
+    rank: Option<&'a str>,
+}
+
+fn parse_object(s: &str, names: FieldNames<'_>, line: u64) -> Result<JsonFields, Bad> {
     use serde::de::DeserializeSeed;
     let mut de = serde_json::Deserializer::from_str(s);
     let seed = ObjectSeed {
-        id_field,
-        text_field,
+        id_field: names.id,
+        text_field: names.text,
+        rank_field: names.rank,
     };
     let result = seed.deserialize(&mut de).and_then(|r| de.end().map(|()| r));
     match result {
@@ -736,6 +815,7 @@ fn parse_object(s: &str, id_field: &str, text_field: &str, line: u64) -> Result<
 struct ObjectSeed<'a> {
     id_field: &'a str,
     text_field: &'a str,
+    rank_field: Option<&'a str>,
 }
 
 type FieldResult<'a> = Result<JsonFields, (&'a str, String)>;
@@ -758,14 +838,22 @@ impl<'de, 'a> serde::de::Visitor<'de> for ObjectSeed<'a> {
         let mut fields = JsonFields {
             id: None,
             text: None,
+            rank: None,
         };
         let mut problem: Option<(&'a str, String)> = None;
         while let Some(key) = map.next_key::<Key<'de>>()? {
             let key = key.0;
+            let rank = self.rank_field.filter(|&r| key == r);
             let (name, slot, id) = if key == self.text_field {
                 (self.text_field, &mut fields.text, false)
             } else if key == self.id_field {
                 (self.id_field, &mut fields.id, true)
+            } else if let Some(name) = rank {
+                let value = map.next_value::<Scalar>()?;
+                if problem.is_none() {
+                    problem = rank_value(&mut fields.rank, name, value);
+                }
+                continue;
             } else {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 continue;
@@ -773,6 +861,13 @@ impl<'de, 'a> serde::de::Visitor<'de> for ObjectSeed<'a> {
             let value = map.next_value::<Scalar>()?;
             if problem.is_some() {
                 continue; // keep parsing, so a syntax error later in the line still wins
+            }
+            if let Some(name) = rank {
+                // The rank field is also the id or text field.
+                problem = rank_value(&mut fields.rank, name, value.clone());
+                if problem.is_some() {
+                    continue;
+                }
             }
             if slot.is_some() {
                 problem = Some((name, "appears twice in the object".into()));
@@ -797,6 +892,33 @@ impl<'de, 'a> serde::de::Visitor<'de> for ObjectSeed<'a> {
             None => Ok(fields),
         })
     }
+}
+
+/// Stores the rank field's value in `slot`, or says what is wrong with it: a number or a string is a value,
+/// null is missing, anything else is refused.
+fn rank_value<'a>(
+    slot: &mut Option<FieldValue>,
+    name: &'a str,
+    value: Scalar,
+) -> Option<(&'a str, String)> {
+    if slot.is_some() {
+        return Some((name, "appears twice in the object".into()));
+    }
+    *slot = Some(match value {
+        Scalar::Str(s) => FieldValue::Text(s),
+        Scalar::Num(n) => match n.parse::<f64>() {
+            Ok(x) if x.is_finite() => FieldValue::Number(x),
+            _ => return Some((name, format!("the number {n} is out of range"))),
+        },
+        Scalar::Other("null") => FieldValue::Missing,
+        Scalar::Other(kind) => {
+            return Some((
+                name,
+                format!("a survivor value must be a number or a string, found {kind}"),
+            ));
+        }
+    });
+    None
 }
 
 /// An object key, borrowed from the line unless it contains escapes.
@@ -826,6 +948,7 @@ impl<'de> serde::Deserialize<'de> for Key<'de> {
 
 /// The value of the id or text field: a string (copied once), a number (as its decimal text), or the kind
 /// of anything else.
+#[derive(Clone)]
 enum Scalar {
     Str(String),
     Num(String),
@@ -1096,11 +1219,13 @@ fn open_delimited(
     };
     let text_col = find(options.text_column.as_deref().unwrap_or("text"))?;
     let id_col = options.id_column.as_deref().map(find).transpose()?;
+    let rank_col = options.rank_field.as_deref().map(find).transpose()?;
     Ok(Inner::Delimited {
         width: header.len(),
         rows: Box::new(rows),
         text_col,
         id_col,
+        rank_col,
     })
 }
 

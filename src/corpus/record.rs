@@ -72,6 +72,9 @@ pub struct ReaderOptions {
     /// The instruction set of the JSONL fast path (the CLI passes its `--isa`; by default the widest this CPU
     /// runs). Same documents on any.
     pub dispatch: crate::arch::Dispatch,
+    /// JSONL field or CSV/TSV/Parquet column whose value each document carries for a survivor policy
+    /// (`--keep column:NAME:max`); the reader collects the values ([`super::CorpusReader::take_rank_values`]).
+    pub rank_field: Option<String>,
 }
 
 /// The default [`ReaderOptions::max_record_bytes`]: 1 GiB.
@@ -89,6 +92,7 @@ impl Default for ReaderOptions {
             strict_utf8: false,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             dispatch: crate::arch::Dispatch::detect(),
+            rank_field: None,
         }
     }
 }
@@ -211,6 +215,34 @@ pub(super) struct Parsed {
     pub(super) id: Option<String>,
     pub(super) text: String,
     pub(super) replaced: bool,
+    /// The rank field's value ([`ReaderOptions::rank_field`]; `Missing` when none is asked for).
+    pub(super) rank: FieldValue,
+}
+
+/// A record's value of the field a survivor policy ranks by.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum FieldValue {
+    /// Absent, null, an empty CSV field or a NaN.
+    #[default]
+    Missing,
+    /// A number (JSON number, a CSV field that parses as one, a numeric, date or timestamp Parquet column).
+    Number(f64),
+    /// Anything else, compared byte by byte (ISO 8601 dates order correctly as text).
+    Text(String),
+}
+
+impl FieldValue {
+    /// The value of a CSV/TSV field: empty is missing, a finite number is a number, anything else text.
+    pub(super) fn from_field(s: &str) -> FieldValue {
+        let t = s.trim();
+        if t.is_empty() {
+            return FieldValue::Missing;
+        }
+        match t.parse::<f64>() {
+            Ok(x) if x.is_finite() => FieldValue::Number(x),
+            _ => FieldValue::Text(s.to_string()),
+        }
+    }
 }
 
 /// Decodes bytes as UTF-8: borrowed when valid, else replaced (and flagged) or rejected under `strict`.

@@ -201,6 +201,12 @@ struct FirstPass {
     empty: Vec<bool>,
     /// Two independent hashes of the banded slots (the class key).
     full: Vec<(u64, u64)>,
+    /// Text lengths for a length survivor policy.
+    rank_inputs: super::survivor::RankInputs,
+    /// Short documents taken out of banding (`--short keep|drop`).
+    short_docs: Vec<u32>,
+    /// Resident bytes of the reader's survivor-column values.
+    rank_values_bytes: u64,
 }
 
 impl FirstPass {
@@ -215,6 +221,9 @@ impl FirstPass {
             + self.ids.capacity() as u64 * 24
             + self.empty.capacity() as u64
             + self.full.capacity() as u64 * 16
+            + self.rank_inputs.lengths.capacity() as u64 * 4
+            + self.short_docs.capacity() as u64 * 4
+            + self.rank_values_bytes
     }
 }
 
@@ -329,10 +338,20 @@ pub(super) fn run(
     })?;
     let dir = SpillDir::new(limit.tmp_dir.as_deref())?;
 
-    let mut first = first_pass(reader, shingler, kernel, &plan, &dir, progress)?;
+    super::check_rank_field(options, reader)?;
+    let mut first = first_pass(reader, shingler, kernel, options, &plan, &dir, progress)?;
     let read = reader.stats().clone();
     let n = first.ids.len();
     assert!(n <= u32::MAX as usize, "document positions are u32");
+    first.rank_values_bytes = reader.rank_values_bytes();
+    plan.check(plan.base + first.resident(), "ranking survivors", || {
+        format!("{n} documents' ids, flags, class hashes and survivor values")
+    })?;
+    first.rank_inputs.values = reader.take_rank_values();
+    let rank = super::survivor::ranking(&options.keep, 0, n, &first.rank_inputs, &first.ids)?;
+    first.rank_inputs = Default::default();
+    first.rank_values_bytes = 0;
+    let short_docs = std::mem::take(&mut first.short_docs);
     let mut stages = vec![("read+shingle+sign", t0.elapsed().as_secs_f64())];
     progress.stage("banding, verifying, grouping");
 
@@ -393,19 +412,25 @@ pub(super) fn run(
     stages.push(("verify", t_verify.elapsed().as_secs_f64()));
 
     let t_group = Instant::now();
-    let (groups, group_stats, to_center) = group_candidates(n, &verified, &store, kernel, &config)?;
+    let (groups, group_stats, to_center) =
+        group_candidates(n, &verified, &store, kernel, &config, rank.as_deref())?;
     drop(records);
     stages.push(("group", t_group.elapsed().as_secs_f64()));
+    let empty_documents = first.empty.iter().filter(|&&e| e).count() as u64;
+    let short_removed = super::short_removals(options.short, &short_docs);
 
     let mut outcome = DedupOutcome {
         ids: first.ids,
         loaded: 0,
-        empty_documents: first.empty.iter().filter(|&&e| e).count() as u64,
+        empty_documents,
         candidates: stats,
         verified,
         groups,
         group_stats,
         to_center,
+        keep: options.keep.clone(),
+        short: options.short,
+        short_removed,
         config,
         stage_seconds: stages,
     };
@@ -443,6 +468,7 @@ fn first_pass(
     reader: &mut CorpusReader,
     shingler: &Shingler,
     kernel: &dyn Kernel,
+    options: &DedupOptions,
     plan: &Plan<'_>,
     dir: &SpillDir,
     progress: &dyn Progress,
@@ -458,6 +484,12 @@ fn first_pass(
     crate::pipeline::sketch_corpus(reader, shingler, kernel, |batch| {
         progress.inc(batch.docs.len() as u64);
         let m = batch.docs.len();
+        let at = first.ids.len();
+        first.short_docs.extend(
+            super::unband_short(batch, shingler, options.short)
+                .into_iter()
+                .map(|i| (at + i) as u32),
+        );
         keys_batch.clear();
         keys_batch.resize(m * bands, 0);
         let mut full = vec![(0u64, 0u64); m];
@@ -481,10 +513,20 @@ fn first_pass(
         first.full.extend_from_slice(&full);
         first.empty.extend_from_slice(&batch.empty);
         for doc in &mut batch.docs {
+            if options.keep.needs_lengths() {
+                first
+                    .rank_inputs
+                    .lengths
+                    .push(super::text_length(&doc.text));
+            }
             first.id_heap += heap_bytes(doc.id.capacity());
             first.ids.push(std::mem::take(&mut doc.id));
         }
         let n = first.ids.len() as u64;
+        if options.keep.field().is_some() {
+            // The reader holds one value per document (text values' bytes are counted after the pass).
+            first.rank_values_bytes = n * std::mem::size_of::<crate::corpus::FieldValue>() as u64;
+        }
         let resident = plan.base + first.resident();
         plan.check(resident, "reading the corpus", || {
             format!(
@@ -910,8 +952,9 @@ fn group_candidates(
     store: &Store<'_>,
     kernel: &dyn Kernel,
     config: &DedupConfig,
+    rank: Option<&[u32]>,
 ) -> Result<(Vec<Group>, Vec<GroupStats>, Vec<Vec<f64>>), DedupError> {
-    let (groups, edges_by_group) = group_verified(n, verified, config.groups);
+    let (groups, edges_by_group) = group_verified(n, verified, config.groups, rank);
     let failure: Mutex<Option<DedupError>> = Mutex::new(None);
     let similarity = |cache: &mut FxHashMap<u32, Doc>, buf: &mut Vec<u8>, a: u32, b: u32| -> f64 {
         for d in [a, b] {

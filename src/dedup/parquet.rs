@@ -1,7 +1,7 @@
-//! Dedup tables as Parquet files (feature `parquet`): `--pairs`, `--clusters` and `--group-report` ending in
+//! Dedup tables as Parquet files (feature `parquet`): `--pairs`, `--clusters`, `--group-report` and `--removed` ending in
 //! `.parquet`, holding the record batches of [`super::tables`].
 
-use super::tables::{clusters_batch, group_report_batch, pairs_batch};
+use super::tables::{clusters_batch, group_report_batch, pairs_batch, removed_batch};
 use super::{DedupOutcome, Table};
 use crate::sketch::parquet::{write_record_batch, writer_properties};
 use std::path::Path;
@@ -19,6 +19,7 @@ pub(super) fn write_table(
         Table::Pairs => pairs_batch(o),
         Table::Clusters => clusters_batch(o),
         Table::GroupReport => group_report_batch(o),
+        Table::Removed => removed_batch(o),
     };
     write_record_batch(path, &batch, writer_properties(true, ROW_GROUP_ROWS))
 }

@@ -4,7 +4,7 @@
 //! CSV leaves blank is null. The Parquet outputs ([`super::parquet`]) and the Python binding's `dedup` both
 //! return these batches.
 
-use super::{DedupOutcome, Verify, verified_by};
+use super::{DedupOutcome, Verify, removals, verified_by};
 use arrow_array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{Field, Schema};
 use std::sync::Arc;
@@ -159,5 +159,37 @@ pub fn group_report_batch(o: &DedupOutcome) -> RecordBatch {
             ints(s.iter().map(|s| s.pairs_disjoint)),
             false,
         ),
+    ])
+}
+
+/// The audit of removals: `id`, `survivor` (utf8, null under `--short drop`), `similarity` (float64, null
+/// when there is no survivor), `basis` (utf8), `group` (int64, null for a short document), `rule` (utf8), as in
+/// [`super::write_removed`].
+pub fn removed_batch(o: &DedupOutcome) -> RecordBatch {
+    let rows = removals(o);
+    let id = |i: u32| o.ids[i as usize].as_str();
+    table(vec![
+        ("id", strings(rows.iter().map(|r| id(r.doc))), false),
+        (
+            "survivor",
+            Arc::new(StringArray::from_iter(
+                rows.iter().map(|r| r.survivor.map(id)),
+            )),
+            true,
+        ),
+        (
+            "similarity",
+            Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.similarity))),
+            true,
+        ),
+        ("basis", strings(rows.iter().map(|r| r.basis)), false),
+        (
+            "group",
+            Arc::new(Int64Array::from_iter(
+                rows.iter().map(|r| r.group.map(|g| g as i64)),
+            )),
+            true,
+        ),
+        ("rule", strings(rows.iter().map(|r| r.rule.as_str())), false),
     ])
 }

@@ -103,8 +103,9 @@ pub struct Edge {
     pub similarity: f64,
 }
 
-/// One group: members (sorted) and its centre (the member with most edges, then the highest summed similarity,
-/// then the smallest position).
+/// One group: members (sorted) and its centre. Without a survivor ranking the centre is the member with most
+/// edges, then the highest summed similarity, then the smallest position; with one ([`group_ranked`]), the
+/// member the ranking prefers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
     /// Document positions, ascending.
@@ -125,15 +126,49 @@ fn centres(n: usize, edges: &[Edge]) -> (Vec<u32>, Vec<f64>) {
     (degree, weight)
 }
 
-fn better_centre(degree: &[u32], weight: &[f64], x: u32, than: u32) -> bool {
-    let (x, y) = (x as usize, than as usize);
-    (degree[x], weight[x]) > (degree[y], weight[y])
-        || ((degree[x], weight[x]) == (degree[y], weight[y]) && x < y)
+/// Which of two documents makes the better centre: the one a survivor ranking puts first (`rank[x] <
+/// rank[y]`), or without a ranking the one with more edges, then the higher summed similarity, then the smaller
+/// position.
+struct Preference<'a> {
+    degree: Vec<u32>,
+    weight: Vec<f64>,
+    rank: Option<&'a [u32]>,
+}
+
+impl Preference<'_> {
+    fn better(&self, x: u32, than: u32) -> bool {
+        let (x, y) = (x as usize, than as usize);
+        if let Some(rank) = self.rank {
+            return (rank[x], x) < (rank[y], y);
+        }
+        let (degree, weight) = (&self.degree, &self.weight);
+        (degree[x], weight[x]) > (degree[y], weight[y])
+            || ((degree[x], weight[x]) == (degree[y], weight[y]) && x < y)
+    }
 }
 
 /// Groups of two or more documents among `n`, ordered by smallest member. Deterministic.
 pub fn group(n: usize, edges: &[Edge], mode: GroupMode) -> Vec<Group> {
+    group_ranked(n, edges, mode, None)
+}
+
+/// [`group`] with each group's centre chosen by a survivor ranking: `rank[x]` (one per document, lower is
+/// preferred, ties by position) instead of the most connected member. Components take their best-ranked member
+/// as centre; the star cover takes documents in rank order, so an unassigned document becomes a centre and
+/// takes its unassigned neighbours. Either way no centre is removed in favour of a document the ranking puts
+/// after it, and in `Center` mode no two centres (nor a centre and a document left out of every group) share a
+/// verified edge.
+pub fn group_ranked(n: usize, edges: &[Edge], mode: GroupMode, rank: Option<&[u32]>) -> Vec<Group> {
     let (degree, weight) = centres(n, edges);
+    if let Some(rank) = rank {
+        assert_eq!(rank.len(), n, "one rank per document");
+    }
+    let pref = Preference {
+        degree,
+        weight,
+        rank,
+    };
+    let degree = &pref.degree;
     match mode {
         GroupMode::Components => {
             let mut uf = UnionFind::new(n);
@@ -146,21 +181,16 @@ pub fn group(n: usize, edges: &[Edge], mode: GroupMode) -> Vec<Group> {
                     let center = members
                         .iter()
                         .copied()
-                        .reduce(|best, x| {
-                            if better_centre(&degree, &weight, x, best) {
-                                x
-                            } else {
-                                best
-                            }
-                        })
+                        .reduce(|best, x| if pref.better(x, best) { x } else { best })
                         .expect("groups are non-empty");
                     Group { members, center }
                 })
                 .collect()
         }
         GroupMode::Center => {
-            // Greedy star cover: take documents by (degree, summed similarity) descending; an unassigned one
-            // becomes a centre and takes its unassigned neighbours. Every member has a verified edge to its centre.
+            // Greedy star cover: take documents in order of preference (by default (degree, summed similarity)
+            // descending); an unassigned one becomes a centre and takes its unassigned neighbours. Every member
+            // has a verified edge to its centre.
             let mut adj: Vec<Vec<u32>> = vec![Vec::new(); n];
             for e in edges {
                 adj[e.a as usize].push(e.b);
@@ -168,7 +198,7 @@ pub fn group(n: usize, edges: &[Edge], mode: GroupMode) -> Vec<Group> {
             }
             let mut order: Vec<u32> = (0..n as u32).filter(|&x| degree[x as usize] > 0).collect();
             order.sort_by(|&x, &y| {
-                if better_centre(&degree, &weight, x, y) {
+                if pref.better(x, y) {
                     std::cmp::Ordering::Less
                 } else if x == y {
                     std::cmp::Ordering::Equal
