@@ -251,6 +251,86 @@ fn the_mail_corpus_checked_in_order_gives_exactly_dedups_pairs_and_survives_a_re
     assert_eq!(sorted_rows(&again), want);
 }
 
+/// Checking the corpus in order with `if-unique` keeps what `dedup --groups center --keep first` keeps: a document
+/// is stored unless an earlier stored document is its verified pair, which is that survivor rule.
+#[test]
+fn checking_in_order_with_if_unique_keeps_what_dedup_keep_first_keeps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("index"), &["--create"]);
+    let pairs = tmp.path().join("check.csv");
+    let out = Command::new(BIN)
+        .args([
+            "check",
+            "--server",
+            &server.url,
+            "--insert",
+            "if-unique",
+            "--batch",
+            "100",
+            "--input",
+        ])
+        .arg(mail())
+        .arg("--pairs")
+        .arg(&pairs)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each refused document is reported with its stored duplicates, as id_b.
+    let mut refused: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for row in sorted_rows(&pairs) {
+        let mut fields = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(row.as_bytes());
+        let rec = fields.records().next().unwrap().unwrap();
+        refused
+            .entry(rec[1].to_string())
+            .or_default()
+            .push(rec[0].to_string());
+    }
+    let audit = tmp.path().join("removed.csv");
+    let status = Command::new(BIN)
+        .args(["dedup", "--keep", "first", "--input"])
+        .arg(mail())
+        .arg("--removed")
+        .arg(&audit)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut removed: std::collections::BTreeMap<String, String> = Default::default();
+    for rec in csv::Reader::from_path(&audit).unwrap().records() {
+        let rec = rec.unwrap();
+        assert_eq!(&rec[5], "center:first");
+        removed.insert(rec[0].to_string(), rec[1].to_string());
+    }
+    assert!(
+        removed.len() > 1000,
+        "the mails have near-duplicates: {}",
+        removed.len()
+    );
+    assert_eq!(
+        refused.keys().collect::<Vec<_>>(),
+        removed.keys().collect::<Vec<_>>()
+    );
+    // Each removed document's survivor is one of the stored duplicates the service named.
+    for (id, survivor) in &removed {
+        assert!(
+            refused[id].contains(survivor),
+            "{id}: survivor {survivor} not among {:?}",
+            refused[id]
+        );
+    }
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains(&format!("{} inserted", 6046 - removed.len())),
+        "{summary}"
+    );
+}
+
 #[test]
 fn sixteen_concurrent_clients_get_dedups_pairs_for_their_order_of_arrival() {
     let tmp = tempfile::tempdir().unwrap();
