@@ -226,6 +226,9 @@ fn compute(dir: &Path) -> BTreeMap<String, String> {
                 "3",
                 "--threshold",
                 "0.5",
+                // The grouping the digests were recorded with (with --kept the default is center).
+                "--groups",
+                "components",
                 "--threads",
                 threads,
                 "--pairs",
