@@ -9,6 +9,7 @@
 //! The work runs on the current rayon pool; the outputs do not depend on its size.
 
 pub mod external;
+pub mod kept;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod spill;
@@ -136,6 +137,9 @@ pub enum DedupError {
     /// the corpus changed between its two passes.
     #[error(transparent)]
     OutOfCore(#[from] external::OutOfCoreError),
+    /// The kept corpus could not be written.
+    #[error(transparent)]
+    Kept(#[from] kept::KeptError),
 }
 
 /// The banding a run uses and why.
@@ -229,8 +233,9 @@ pub struct DedupOutputs {
     pub clusters: Option<PathBuf>,
     /// One row per group as CSV ([`write_group_report`]), or Parquet if the name ends in `.parquet`.
     pub group_report: Option<PathBuf>,
-    /// The kept corpus as JSONL ([`write_kept`]); the texts are kept in memory until it is written.
-    pub kept: Option<PathBuf>,
+    /// The kept corpus in the input's own form, written by a second pass over the input ([`kept::write_kept`],
+    /// with the mask of [`kept_mask`]).
+    pub kept: Option<kept::KeptTarget>,
     /// The audit of removals as CSV ([`write_removed`]): one row per removed document with its survivor.
     pub removed: Option<PathBuf>,
 }
@@ -445,6 +450,9 @@ pub fn run(
             }));
         }
     }
+    if let Some(target) = &options.outputs.kept {
+        kept::check_target(reader.path(), &target.path)?;
+    }
     if let Some(limit) = &options.memory_limit {
         return external::run(reader, shingler, kernel, options, limit, config, progress);
     }
@@ -459,7 +467,7 @@ pub fn run(
         corpus.loaded = corpus.ids.len();
     }
     let outputs = &options.outputs;
-    let keep_text = options.verify == Verify::Exact || outputs.kept.is_some();
+    let keep_text = options.verify == Verify::Exact;
     let arena = exact::SetArena::tuned(&options.tuning);
     check_rank_field(options, reader)?;
     corpus.short = options.short;
@@ -512,14 +520,7 @@ pub fn run(
     }
     let t_save = t0.elapsed().as_secs_f64();
     progress.stage("banding, verifying, grouping");
-    let outcome = dedup_signed_in(
-        &mut corpus,
-        kernel,
-        shingler,
-        &config,
-        outputs.kept.is_some(),
-        &arena,
-    );
+    let outcome = dedup_signed_in(&mut corpus, kernel, shingler, &config, false, &arena);
     let mut outcome = outcome?;
     outcome
         .stage_seconds
@@ -531,7 +532,8 @@ pub fn run(
     }
     progress.stage("writing");
     let t_write = Instant::now();
-    write_outputs(outputs, &outcome, &corpus.texts)?;
+    drop(corpus);
+    write_outputs(outputs, &outcome, reader)?;
     outcome
         .stage_seconds
         .push(("write", t_write.elapsed().as_secs_f64()));
@@ -559,27 +561,33 @@ pub(crate) fn text_length(text: &str) -> u32 {
 }
 
 /// Writes the files `outputs` names, at the same time (each is small, and formatting its rows is most of the
-/// cost); the first error, in the order pairs, clusters, group report, kept corpus, is the one reported. `texts`
-/// are the documents' texts for the kept corpus (by position after the loaded ones).
+/// cost); the first error, in the order pairs, clusters, group report, kept corpus, is the one reported. The
+/// kept corpus is a second pass over the corpus `reader` read.
 fn write_outputs(
     outputs: &DedupOutputs,
     outcome: &DedupOutcome,
-    texts: &[String],
+    reader: &CorpusReader,
 ) -> Result<(), DedupError> {
+    let (input, reader_options) = (reader.path(), reader.options().clone());
     // `None` stands for the kept corpus.
     let files = [
         (&outputs.pairs, Some(Table::Pairs)),
         (&outputs.clusters, Some(Table::Clusters)),
         (&outputs.group_report, Some(Table::GroupReport)),
-        (&outputs.kept, None),
+        (&outputs.kept.as_ref().map(|k| k.path.clone()), None),
         (&outputs.removed, Some(Table::Removed)),
     ];
     let written: Vec<Result<(), DedupError>> = files
         .par_iter()
         .filter_map(|(path, which)| Some((path.as_deref()?, *which)))
-        .map(|(path, which)| match which {
-            Some(table) => write_table(path, table, outcome),
-            None => write_file(path, |w| write_kept(w, outcome, texts)),
+        .map(|(path, which)| match (which, &outputs.kept) {
+            (Some(table), _) => write_table(path, table, outcome),
+            (None, Some(target)) => {
+                kept::write_kept(input, &reader_options, &kept_mask(outcome), target)
+                    .map(|_| ())
+                    .map_err(DedupError::from)
+            }
+            (None, None) => unreachable!("the kept corpus has a path only when asked for"),
         })
         .collect();
     written.into_iter().collect()
@@ -1138,18 +1146,10 @@ pub fn write_removed(out: impl Write, o: &DedupOutcome) -> io::Result<()> {
     w.flush()
 }
 
-/// Writes the kept corpus as JSONL `{"id","text"}`: every document read now (`texts`, in order, for positions
-/// `o.loaded..`) that is not removed as a duplicate.
-pub fn write_kept(mut out: impl Write, o: &DedupOutcome, texts: &[String]) -> io::Result<()> {
-    let removed = o.removed();
-    for (j, text) in texts.iter().enumerate() {
-        let i = o.loaded + j;
-        if !removed[i] {
-            serde_json::to_writer(&mut out, &serde_json::json!({"id": o.ids[i], "text": text}))?;
-            out.write_all(b"\n")?;
-        }
-    }
-    out.flush()
+/// The keep mask of the documents read now (positions `o.loaded..`, by their position among them): every one not
+/// removed as a duplicate.
+pub fn kept_mask(o: &DedupOutcome) -> Vec<bool> {
+    o.removed()[o.loaded..].iter().map(|&r| !r).collect()
 }
 
 /// The run summary `lshbench dedup` prints on stdout: every document and every pair accounted for, the largest

@@ -63,15 +63,21 @@ pub struct DedupArgs {
     /// the name ends in .parquet).
     #[arg(long, value_name = "CSV|PARQUET")]
     pub group_report: Option<PathBuf>,
-    /// Write the kept corpus as JSONL {"id","text"}: every document read that is not removed as a duplicate
-    /// (singletons, empty documents and each group's centre), in input order.
-    #[arg(long, value_name = "JSONL")]
+    /// Write the kept corpus in the input's own form: every document read that is not removed as a duplicate
+    /// (singletons, empty documents and each group's centre), its record copied as read, in input order (JSONL
+    /// lines, CSV/TSV rows after the header, text lines, Parquet rows with every column; a directory corpus's
+    /// files into a new directory tree at PATH). gzip-compressed if PATH ends in .gz. PATH an empty directory or
+    /// ending in /: shards part-00000.<ext>, ... of --kept-shard-size each. Written whole or not at all.
+    #[arg(long, value_name = "PATH")]
     pub kept: Option<PathBuf>,
     /// Write the audit of removals as CSV (Parquet if the name ends in .parquet): one row per removed document
     /// with its survivor, their similarity, its group and the rule that removed it
     /// (id,survivor,similarity,basis,group,rule).
     #[arg(long, value_name = "CSV|PARQUET")]
     pub removed: Option<PathBuf>,
+    /// Close a --kept shard once it holds this many bytes (uncompressed): SIZE like 512M or 1G.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = dedup::external::parse_size)]
+    pub kept_shard_size: u64,
     /// Buckets (and classes of identical signatures) larger than this are enumerated as a star; the pairs left
     /// out are counted in the summary. At most 100000.
     #[arg(long, default_value_t = index::DEFAULT_BUCKET_CAP)]
@@ -92,7 +98,7 @@ pub struct DedupArgs {
     pub save: Option<PathBuf>,
     /// Run out of core under this peak memory: SIZE like 4G, 512M or 1.5G (powers of 1024). Band keys spill to
     /// disk in sorted runs, the corpus is read a second time for the documents of candidate pairs, and the outputs
-    /// are those of the in-memory run. Refused with --load, --save and --kept. A limit below what must stay
+    /// are those of the in-memory run. Refused with --load and --save. A limit below what must stay
     /// resident (ids and a few dozen bytes per document) stops the run with an error.
     #[arg(long, value_name = "SIZE", value_parser = dedup::external::parse_size)]
     pub memory_limit: Option<u64>,
@@ -127,7 +133,10 @@ impl DedupArgs {
                 pairs: self.pairs.clone(),
                 clusters: self.clusters.clone(),
                 group_report: self.group_report.clone(),
-                kept: self.kept.clone(),
+                kept: self.kept.clone().map(|path| dedup::kept::KeptTarget {
+                    path,
+                    shard_size: self.kept_shard_size,
+                }),
                 removed: self.removed.clone(),
             },
             memory_limit: self.memory_limit.map(|bytes| dedup::external::MemoryLimit {
@@ -162,11 +171,19 @@ pub fn run(args: &DedupArgs) -> anyhow::Result<()> {
         limits::MAX_CANDIDATES,
     )?;
     at_most("--pair-budget", args.pair_budget, limits::PAIR_BUDGET)?;
+    // A directory target of --kept (shards, or a directory corpus's tree) is checked by the kept pass itself.
+    let kept_file = args
+        .kept
+        .as_deref()
+        .filter(|k| !dedup::kept::is_directory_target(k, args.reader.input.is_dir()));
+    if let Some(kept) = &args.kept {
+        dedup::kept::check_target(&args.reader.input, kept)?;
+    }
     let tables = [
         ("--pairs", args.pairs.as_deref()),
         ("--clusters", args.clusters.as_deref()),
         ("--group-report", args.group_report.as_deref()),
-        ("--kept", args.kept.as_deref()),
+        ("--kept", kept_file),
         ("--removed", args.removed.as_deref()),
     ];
     let input = ("--input", Some(args.reader.input.as_path()));

@@ -4,7 +4,7 @@
 mod jsonl;
 pub mod pairs;
 #[cfg(feature = "parquet")]
-mod parquet;
+pub(crate) mod parquet;
 pub mod reader;
 mod record;
 pub mod synth;
@@ -12,6 +12,7 @@ pub mod synth;
 mod thrift_guard;
 
 pub use reader::{
-    CorpusReader, DEFAULT_MAX_RECORD_BYTES, Document, FieldValue, InputFormat, OnError, ReadError,
+    CorpusReader, DEFAULT_MAX_RECORD_BYTES, Document, FieldValue, InputFormat, OnError, RawRecord,
+    ReadError,
     ReadStats, ReaderOptions,
 };

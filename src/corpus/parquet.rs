@@ -684,46 +684,99 @@ fn check_pages(
     Ok(())
 }
 
+/// A reader builder over `path` once its footer passed the checks every reader of this module makes
+/// ([`check_footer`], no negative offset or length).
+fn checked_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, ReadError> {
+    let file = File::open(path).map_err(|cause| ReadError::Io {
+        file: path.to_path_buf(),
+        cause,
+    })?;
+    check_footer(path, &file)?;
+    // The Arrow schema a writer may embed (the `ARROW:schema` footer metadata) is not used: arrow-ipc panics on
+    // some malformed ones (an unknown float precision, a case fuzz/reader_parquet covers) instead of returning an
+    // error, and the Parquet schema alone gives every column type this reader takes.
+    let arrow_options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, arrow_options)
+        .map_err(|e| {
+            file_error(
+                path,
+                std::io::ErrorKind::InvalidData,
+                format!("not a readable Parquet file ({e})"),
+            )
+        })?;
+    // The parquet crate asserts (panics) when it reads a column chunk whose footer gives a negative offset or
+    // length (a case fuzz/reader_parquet covers): refuse such a footer here, as a damaged file.
+    for (g, group) in builder.metadata().row_groups().iter().enumerate() {
+        for column in group.columns() {
+            let start = column
+                .dictionary_page_offset()
+                .unwrap_or(column.data_page_offset());
+            if start < 0 || column.compressed_size() < 0 {
+                return Err(file_error(
+                    path,
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "not a readable Parquet file (row group {g}, column `{}`: negative offset or length)",
+                        column.column_path().string()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(builder)
+}
+
+/// Every column of a Parquet file, for a copy of its rows (`dedup --kept`).
+pub(crate) struct AllColumns {
+    /// Batches of [`BATCH_ROWS`] rows, in file order.
+    pub(crate) batches: ParquetRecordBatchReader,
+    /// The Arrow schema the Parquet schema gives (the embedded `ARROW:schema` is not decoded, see
+    /// [`ParquetRows::open`]).
+    pub(crate) schema: arrow_schema::SchemaRef,
+    /// The file's key-value metadata as stored (the embedded `ARROW:schema` included, undecoded).
+    pub(crate) key_value: Vec<parquet::file::metadata::KeyValue>,
+    /// The codec of the first column chunk, if the file has one.
+    pub(crate) compression: Option<parquet::basic::Compression>,
+}
+
+/// Opens every column of `path`, with the checks of [`ParquetRows::open`] applied to all of them.
+pub(crate) fn open_all_columns(path: &Path) -> Result<AllColumns, ReadError> {
+    let builder = checked_builder(path)?;
+    let roots: Vec<usize> =
+        (0..builder.parquet_schema().root_schema().get_fields().len()).collect();
+    check_pages(path, file_for_scan(path)?, builder.metadata(), &roots)?;
+    let schema = builder.schema().clone();
+    let meta = builder.metadata();
+    let key_value = meta
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default();
+    let compression = meta
+        .row_groups()
+        .first()
+        .and_then(|g| g.columns().first())
+        .map(|c| c.compression());
+    let batches = builder.with_batch_size(BATCH_ROWS).build().map_err(|e| {
+        file_error(
+            path,
+            std::io::ErrorKind::InvalidData,
+            format!("cannot read the Parquet file ({e})"),
+        )
+    })?;
+    Ok(AllColumns {
+        batches,
+        schema,
+        key_value,
+        compression,
+    })
+}
+
 impl ParquetRows {
     /// Opens `path`, checks that the text column (and the id column, if one is named) exist with a usable type,
     /// and prepares a reader of just those columns.
     pub(super) fn open(path: &Path, options: &ReaderOptions) -> Result<ParquetRows, ReadError> {
-        let file = File::open(path).map_err(|cause| ReadError::Io {
-            file: path.to_path_buf(),
-            cause,
-        })?;
-        check_footer(path, &file)?;
-        // The Arrow schema a writer may embed (the `ARROW:schema` footer metadata) is not used: arrow-ipc panics on
-        // some malformed ones (an unknown float precision, a case fuzz/reader_parquet covers) instead of returning an
-        // error, and the Parquet schema alone gives every column type this reader takes.
-        let arrow_options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
-        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, arrow_options)
-            .map_err(|e| {
-                file_error(
-                    path,
-                    std::io::ErrorKind::InvalidData,
-                    format!("not a readable Parquet file ({e})"),
-                )
-            })?;
-        // The parquet crate asserts (panics) when it reads a column chunk whose footer gives a negative offset or
-        // length (a case fuzz/reader_parquet covers): refuse such a footer here, as a damaged file.
-        for (g, group) in builder.metadata().row_groups().iter().enumerate() {
-            for column in group.columns() {
-                let start = column
-                    .dictionary_page_offset()
-                    .unwrap_or(column.data_page_offset());
-                if start < 0 || column.compressed_size() < 0 {
-                    return Err(file_error(
-                        path,
-                        std::io::ErrorKind::InvalidData,
-                        format!(
-                            "not a readable Parquet file (row group {g}, column `{}`: negative offset or length)",
-                            column.column_path().string()
-                        ),
-                    ));
-                }
-            }
-        }
+        let builder = checked_builder(path)?;
         let schema = builder.schema().clone();
         let scan = file_for_scan(path)?;
         let find = |name: &str, ints: bool| -> Result<usize, ReadError> {
@@ -829,6 +882,11 @@ impl ParquetRows {
 
     /// The next row: `Ok(None)` at the end, `Ok(Some(Err(bad)))` for a row with a null text or id (or invalid
     /// UTF-8 in a binary column under `strict`). A page that cannot be decoded is an `Err` (the file is damaged).
+    /// Rows read so far, rejected ones included.
+    pub(super) fn rows_read(&self) -> u64 {
+        self.row
+    }
+
     pub(super) fn next_record(
         &mut self,
         strict: bool,

@@ -273,6 +273,8 @@ enum Inner {
         /// 1-based number of the last line read.
         line: u64,
         json: bool,
+        /// Capture mode: the last line read, with its line end as read (a leading UTF-8 BOM left out).
+        raw: Vec<u8>,
     },
     Delimited {
         // Boxed: the CSV parser's state is large, and most readers are not CSV.
@@ -281,11 +283,15 @@ enum Inner {
         text_col: (usize, String),
         id_col: Option<(usize, String)>,
         rank_col: Option<(usize, String)>,
+        /// The header row's bytes as read (with its line end and any UTF-8 BOM).
+        header: Vec<u8>,
     },
     Dir {
         root: PathBuf,
         files: std::vec::IntoIter<PathBuf>,
         buf: Vec<u8>,
+        /// The relative path of the last file read.
+        current: PathBuf,
     },
     #[cfg(feature = "parquet")]
     Parquet(Box<super::parquet::ParquetRows>),
@@ -307,6 +313,22 @@ pub struct CorpusReader {
     rank_values: Vec<FieldValue>,
     /// Heap bytes of the text values among them.
     rank_heap: u64,
+    /// Raw-capture mode ([`CorpusReader::capture_raw`]): lines are copied out as read.
+    capture: bool,
+}
+
+/// Where the last document a reader in raw-capture mode yielded came from ([`CorpusReader::raw`]).
+#[derive(Debug)]
+pub enum RawRecord<'a> {
+    /// A JSONL or text line with its line end as read (none for a last line without one; a UTF-8 BOM at the
+    /// start of the file left out), or a CSV/TSV row's bytes as read (quoted fields spanning lines included,
+    /// ending in its line terminator up to its `\r` — the `\n` of a `\r\n` is not part of the row — or in
+    /// nothing at the end of the file).
+    Bytes(&'a [u8]),
+    /// A file of a directory corpus, relative to the directory.
+    File(&'a Path),
+    /// A Parquet row, by its 0-based ordinal in the file (rejected rows count).
+    Row(u64),
 }
 
 impl CorpusReader {
@@ -346,6 +368,7 @@ impl CorpusReader {
                     buf: Vec::with_capacity(1 << 16),
                     line: 0,
                     json: format == InputFormat::Jsonl,
+                    raw: Vec::new(),
                 }
             }
             InputFormat::Csv | InputFormat::Tsv => {
@@ -368,6 +391,7 @@ impl CorpusReader {
                     root: path.to_path_buf(),
                     files: files.into_iter(),
                     buf: Vec::new(),
+                    current: PathBuf::new(),
                 }
             }
             #[cfg(feature = "parquet")]
@@ -397,7 +421,51 @@ impl CorpusReader {
             decodes,
             rank_values: Vec::new(),
             rank_heap: 0,
+            capture: false,
         })
+    }
+
+    /// Turns on raw-capture mode: after each document, [`CorpusReader::raw`] tells where it came from (the
+    /// record's bytes, file or row), for a second pass that copies records as read (`dedup --kept`). Off, it
+    /// costs the reader nothing but a test per line.
+    pub fn capture_raw(&mut self) {
+        self.capture = true;
+    }
+
+    /// In raw-capture mode, the record of the last document yielded; `None` when capture is off or nothing
+    /// was yielded yet.
+    pub fn raw(&self) -> Option<RawRecord<'_>> {
+        if !self.capture || self.stats.documents == 0 {
+            return None;
+        }
+        Some(match &self.inner {
+            Inner::Lines { raw, .. } => RawRecord::Bytes(raw),
+            Inner::Delimited { rows, .. } => RawRecord::Bytes(&rows.raw),
+            Inner::Dir { current, .. } => RawRecord::File(current),
+            #[cfg(feature = "parquet")]
+            Inner::Parquet(rows) => RawRecord::Row(rows.rows_read() - 1),
+        })
+    }
+
+    /// The format this reader reads (`Auto` resolved).
+    pub fn format(&self) -> InputFormat {
+        match &self.inner {
+            Inner::Lines { json: true, .. } => InputFormat::Jsonl,
+            Inner::Lines { json: false, .. } => InputFormat::Text,
+            Inner::Delimited { rows, .. } if rows.delimiter == b'\t' => InputFormat::Tsv,
+            Inner::Delimited { .. } => InputFormat::Csv,
+            Inner::Dir { .. } => InputFormat::Dir,
+            #[cfg(feature = "parquet")]
+            Inner::Parquet(_) => InputFormat::Parquet,
+        }
+    }
+
+    /// A CSV/TSV file's header row as read (with its line end and any UTF-8 BOM); `None` for other formats.
+    pub fn header_raw(&self) -> Option<&[u8]> {
+        match &self.inner {
+            Inner::Delimited { header, .. } => Some(header),
+            _ => None,
+        }
     }
 
     /// Whether reading this corpus decodes as well as parses: a gzip file (inflated on a thread of its own) or
@@ -442,12 +510,14 @@ impl CorpusReader {
     /// Reads the next record: `Ok(None)` at the end, `Ok(Some(Err(bad)))` for a malformed record.
     fn next_record(&mut self) -> Result<Option<Result<Parsed, Bad>>, ReadError> {
         let options = &self.options;
+        let capture = self.capture;
         match &mut self.inner {
             Inner::Lines {
                 src,
                 buf,
                 line,
                 json,
+                raw,
             } => loop {
                 let limit = options.max_record_bytes;
                 let io_err = |cause| ReadError::Io {
@@ -461,6 +531,9 @@ impl CorpusReader {
                     let bytes = &avail[..nl];
                     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
                     let record = line_record(bytes, *line, *json, options);
+                    if capture {
+                        raw_line(raw, &avail[..=nl], *line);
+                    }
                     src.consume(nl + 1);
                     match record {
                         Some(record) => return Ok(Some(record)),
@@ -483,6 +556,9 @@ impl CorpusReader {
                 if n as u64 > limit && buf.last() != Some(&b'\n') {
                     return Err(too_long(&self.path, *line, limit));
                 }
+                if capture {
+                    raw_line(raw, buf, *line);
+                }
                 let mut bytes: &[u8] = buf;
                 if let Some(rest) = bytes.strip_suffix(b"\n") {
                     bytes = rest.strip_suffix(b"\r").unwrap_or(rest);
@@ -497,6 +573,7 @@ impl CorpusReader {
                 text_col,
                 id_col,
                 rank_col,
+                ..
             } => {
                 let Some(line) = rows.next_row().map_err(|cause| ReadError::Io {
                     file: self.path.clone(),
@@ -558,10 +635,18 @@ impl CorpusReader {
                         cause,
                     })
             }
-            Inner::Dir { root, files, buf } => {
+            Inner::Dir {
+                root,
+                files,
+                buf,
+                current,
+            } => {
                 let Some(rel) = files.next() else {
                     return Ok(None);
                 };
+                if capture {
+                    current.clone_from(&rel);
+                }
                 let full = root.join(&rel);
                 buf.clear();
                 let limit = options.max_record_bytes;
@@ -674,6 +759,19 @@ impl Iterator for CorpusReader {
             }
         }
     }
+}
+
+/// Copies a line as read (with its line end) into the capture buffer, less a UTF-8 BOM starting the file.
+fn raw_line(raw: &mut Vec<u8>, line_bytes: &[u8], line: u64) {
+    let bytes = if line == 1 {
+        line_bytes
+            .strip_prefix(b"\xEF\xBB\xBF")
+            .unwrap_or(line_bytes)
+    } else {
+        line_bytes
+    };
+    raw.clear();
+    raw.extend_from_slice(bytes);
 }
 
 /// The record of one line of a JSONL or text corpus (`bytes` without its line end, `\n` or `\r\n`), or
@@ -1222,6 +1320,7 @@ fn open_delimited(
     let rank_col = options.rank_field.as_deref().map(find).transpose()?;
     Ok(Inner::Delimited {
         width: header.len(),
+        header: rows.raw.clone(),
         rows: Box::new(rows),
         text_col,
         id_col,

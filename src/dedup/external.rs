@@ -436,7 +436,7 @@ pub(super) fn run(
     };
     progress.stage("writing");
     let t_write = Instant::now();
-    write_outputs(&options.outputs, &outcome, &[])?;
+    write_outputs(&options.outputs, &outcome, reader)?;
     outcome
         .stage_seconds
         .push(("write", t_write.elapsed().as_secs_f64()));
@@ -448,12 +448,11 @@ pub(super) fn run(
     })
 }
 
-/// The options an out-of-core run cannot honour: it keeps neither texts nor signatures.
+/// The options an out-of-core run cannot honour: it keeps no signatures.
 fn refuse_unsupported(options: &DedupOptions) -> Result<(), DedupError> {
     let refused = [
         (options.load.is_some(), "--load"),
         (options.save.is_some(), "--save"),
-        (options.outputs.kept.is_some(), "--kept"),
     ];
     match refused.into_iter().find(|(set, _)| *set) {
         Some((_, what)) => Err(DedupError::OutOfCore(OutOfCoreError::Unsupported(what))),
