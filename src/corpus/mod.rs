@@ -13,6 +13,5 @@ mod thrift_guard;
 
 pub use reader::{
     CorpusReader, DEFAULT_MAX_RECORD_BYTES, Document, FieldValue, InputFormat, OnError, RawRecord,
-    ReadError,
-    ReadStats, ReaderOptions,
+    ReadError, ReadStats, ReaderOptions,
 };
