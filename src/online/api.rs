@@ -31,8 +31,9 @@ impl Default for Limits {
     }
 }
 
-/// Whether a checked document is inserted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Whether a checked document is inserted. On the wire a string: `"always"`, `"if-unique"` or `"never"` (the
+/// derive would also take an object such as `{"always": null}`, which the API does not promise).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum InsertMode {
     /// Always (unless its id is already in the index).
@@ -42,6 +43,28 @@ pub enum InsertMode {
     IfUnique,
     /// Never: a query that takes its place in the writer's order.
     Never,
+}
+
+impl<'de> Deserialize<'de> for InsertMode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        const VARIANTS: &[&str] = &["always", "if-unique", "never"];
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = InsertMode;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(r#"one of "always", "if-unique", "never""#)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<InsertMode, E> {
+                match v {
+                    "always" => Ok(InsertMode::Always),
+                    "if-unique" => Ok(InsertMode::IfUnique),
+                    "never" => Ok(InsertMode::Never),
+                    _ => Err(E::unknown_variant(v, VARIANTS)),
+                }
+            }
+        }
+        deserializer.deserialize_str(Name)
+    }
 }
 
 /// A document to check or insert.
@@ -462,6 +485,12 @@ mod tests {
                 r#"{"documents":[],"insert":"maybe"}"#,
                 400,
                 "unknown variant `maybe`",
+            ),
+            (
+                Route::Check,
+                r#"{"documents":[],"insert":{"always":null}}"#,
+                400,
+                r#"invalid type: map, expected one of "always", "if-unique", "never""#,
             ),
             (
                 Route::Insert,
