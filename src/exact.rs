@@ -193,10 +193,16 @@ fn with_verification_ids<R>(shingler: &Shingler, text: &str, f: impl FnOnce(&[u6
         static IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
     }
     IDS.with_borrow_mut(|ids| {
-        shingler.hashes(text, ids);
-        let kept = crate::shingle::mixed_sort_dedup(ids, shingler.dispatch());
+        let kept = verification_ids(shingler, text, ids);
         f(&ids[..kept])
     })
+}
+
+/// The verification set of `text` ([`verification_set`]) built in `ids` (cleared first), a buffer the caller
+/// reuses: the set is `ids[..n]` for the `n` returned.
+pub(crate) fn verification_ids(shingler: &Shingler, text: &str, ids: &mut Vec<u64>) -> usize {
+    shingler.hashes(text, ids);
+    crate::shingle::mixed_sort_dedup(ids, shingler.dispatch())
 }
 
 /// A verification set ([`verification_set`]) stored as two arrays of 32-bit halves, the high halves of

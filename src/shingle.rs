@@ -419,6 +419,8 @@ impl SortScratch {
         self.counts.clear();
         self.counts.resize(len, 0);
         if self.out.len() < n {
+            // Exactly: the buffer is kept per thread, and a doubled one would hold twice the longest set.
+            self.out.reserve_exact(n - self.out.len());
             self.out.resize(n, 0);
         }
         (&mut self.counts, &mut self.out[..n])

@@ -7,7 +7,7 @@
 
 use lshbench::corpus::synth::{GenConfig, generate};
 use lshbench::corpus::{CorpusReader, ReaderOptions};
-use lshbench::dedup::external::{MemoryLimit, base_bytes};
+use lshbench::dedup::external::MemoryLimit;
 use lshbench::dedup::{DedupError, DedupOptions, DedupOutputs, DedupReport};
 use lshbench::kernel::{self, KernelParams};
 use lshbench::shingle::{Normalization, Shingler};
@@ -148,8 +148,18 @@ fn a_run_is_accepted_under_a_limit_it_keeps_and_refused_far_below_its_need() {
         "peak resident {peak} bytes over the limit {limit}"
     );
 
-    // Far below the run's need, but above the fixed part: stopped while reading, with the reason.
-    let (_, error) = run_alone(&corpus, base_bytes(2) + (256 << 10));
+    // Far below the run's need, but above the fixed part (which counts the process as it stands, so it is
+    // taken from a run of its own): stopped while reading, with the reason.
+    let (_, error) = run_alone(&corpus, 1 << 20);
+    let msg = error.expect("a run under 1 MiB was refused");
+    assert!(msg.contains("starting the run"), "{msg}");
+    let mib: f64 = msg
+        .split("needs about ")
+        .nth(1)
+        .and_then(|s| s.split(" MiB").next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no need in MiB: {msg}"));
+    let (_, error) = run_alone(&corpus, (mib * (1 << 20) as f64) as u64 + (256 << 10));
     let msg = error.expect("a run far below its need was refused");
     assert!(
         msg.contains("reading the corpus") && msg.contains("Raise --memory-limit"),

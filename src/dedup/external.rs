@@ -157,21 +157,83 @@ impl From<SpillError> for DedupError {
     }
 }
 
-/// The fixed part of every estimate for a run on `threads` workers: the executable, its libraries and the
-/// allocator's own structures ([`FIXED_BYTES`]), each worker's stack, scratch buffers and allocator arena
-/// ([`PER_THREAD_BYTES`]), and the read pipeline's text in flight (a few 256-KB batches and the gzip
-/// read-ahead's two 512-KB chunks, [`READ_BYTES`]). A run on a corpus of a few hundred documents peaks at
-/// about 8 MB on 1 or 2 threads; these round it up.
+/// The fixed part of every estimate for a run on `threads` workers, measured when it is called: the process as
+/// it stands ([`process_bytes`]: the code, the libraries, and whatever the caller holds), each worker's stack,
+/// small buffers and allocator arena ([`PER_THREAD_BYTES`]), and two corpus readers' text in flight (the
+/// second pass reads while the first reader is still open: [`READ_BYTES`] each).
 pub fn base_bytes(threads: u64) -> u64 {
-    FIXED_BYTES + threads * PER_THREAD_BYTES + READ_BYTES
+    process_bytes() + threads * PER_THREAD_BYTES + 2 * READ_BYTES
 }
 
-/// See [`base_bytes`].
-pub const FIXED_BYTES: u64 = 16 << 20;
+/// The process's share of an estimate: on Linux, its resident bytes now plus the executable code it has not run
+/// yet (each executable file mapping's size less its resident part, from `/proc/self/smaps`: the code of the
+/// later phases, paged in as they run, counts in the peak too); elsewhere, or when that file cannot be read,
+/// [`FIXED_BYTES`]. A debug build's code alone is about 20 MB resident, a release build's about 6 MB.
+pub fn process_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/smaps")
+        .ok()
+        .and_then(|smaps| resident_and_unrun_code(&smaps))
+        .unwrap_or(FIXED_BYTES)
+}
+
+/// From the text of `/proc/self/smaps`: the resident bytes of every mapping, plus the bytes not resident of
+/// the executable file mappings. `None` if no mapping was found.
+fn resident_and_unrun_code(smaps: &str) -> Option<u64> {
+    let kb = |line: &str, key: &str| -> Option<u64> {
+        line.strip_prefix(key)?
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(|k| k << 10)
+    };
+    let (mut resident, mut unrun, mut mappings) = (0u64, 0u64, 0u64);
+    // The mapping whose fields follow: whether it maps a file's code, and its size.
+    let (mut code, mut size) = (false, 0u64);
+    for line in smaps.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let first = fields.next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            // A mapping's header: `start-end perms offset dev inode [path]`.
+            let perms = fields.next().unwrap_or("");
+            let inode = fields.nth(2).unwrap_or("0");
+            code = perms.contains('x') && inode != "0";
+            mappings += 1;
+        } else if let Some(b) = kb(line, "Size:") {
+            size = b;
+        } else if let Some(b) = kb(line, "Rss:") {
+            resident += b;
+            if code {
+                unrun += size.saturating_sub(b);
+            }
+        }
+    }
+    (mappings > 0).then_some(resident + unrun)
+}
+
+/// See [`process_bytes`].
+pub const FIXED_BYTES: u64 = 24 << 20;
 /// See [`base_bytes`].
 pub const PER_THREAD_BYTES: u64 = 4 << 20;
-/// See [`base_bytes`].
-pub const READ_BYTES: u64 = 3 << 20;
+/// See [`base_bytes`]: a few 256-KB batches of text and the gzip read-ahead's chunks (two in flight, four
+/// spare, 512 KB each).
+pub const READ_BYTES: u64 = 4 << 20;
+
+/// Bytes each worker may hold per byte of the longest text read (as long as the run lasts: the buffers are
+/// per-thread and kept from one document to the next): the first pass's window ids (a `u64` per window, at
+/// most one window per byte, in a vector that may have doubled: 16), the second pass's window ids and the
+/// sort buffer of its verification set (8 each: both are reserved exactly) and a normalised copy of the
+/// text (2).
+pub const SCRATCH_PER_TEXT_BYTE: u64 = 16 + 8 + 8 + 2;
+
+/// Text bytes of the documents the second pass holds in one batch (it stops at the first document that reaches
+/// this): their records, about 8 bytes per byte of text, are in memory together before they are stored.
+const SECOND_PASS_BATCH_BYTES: u64 = 256 << 10;
+
+/// Bytes of the group phase's cache of documents read back, per worker (the group's centre and the pair being
+/// compared stay beside it).
+const GROUP_CACHE_BYTES: u64 = 1 << 20;
 
 /// Bytes glibc's malloc uses for an allocation of `len` bytes (16-byte chunks with an 8-byte header, 32 at
 /// least; nothing for an empty string).
@@ -207,6 +269,8 @@ struct FirstPass {
     short_docs: Vec<u32>,
     /// Resident bytes of the reader's survivor-column values.
     rank_values_bytes: u64,
+    /// Bytes of the longest text read.
+    longest: u64,
 }
 
 impl FirstPass {
@@ -250,7 +314,8 @@ struct Plan<'a> {
     /// The seeds of the two independent hashes of a document's banded slots (its class key).
     seed_full: u64,
     seed_check: u64,
-    /// The fixed part of every estimate ([`base_bytes`]).
+    /// The fixed part of every estimate ([`base_bytes`]), and from the end of the first pass, the workers'
+    /// buffers for the longest text ([`Plan::scratch`]).
     base: u64,
 }
 
@@ -280,6 +345,19 @@ impl Plan<'_> {
     /// Bytes a band in flight holds for `n` documents' `(key, class)` records, over all workers.
     fn band_work(&self, n: u64) -> u64 {
         n * 16 * self.threads
+    }
+
+    /// Bytes the workers' per-thread buffers may hold for texts of up to `longest` bytes
+    /// ([`SCRATCH_PER_TEXT_BYTE`]), and the two readers' line buffers for them (a line longer than a reader's
+    /// buffer is copied out whole, into a vector that may have doubled).
+    fn scratch(&self, longest: u64) -> u64 {
+        longest * (self.threads * SCRATCH_PER_TEXT_BYTE + 2 * 2)
+    }
+
+    /// Bytes of one document's record read back in the verification and group phases: its signature and its
+    /// verification set (a `u64` per window at most, so 8 per byte of the longest text).
+    fn record_bytes(&self, longest: u64) -> u64 {
+        self.k as u64 * 4 + 8 * longest + 64
     }
 
     /// Checks that enumerating a bucket of `size` documents (all its pairs up to the cap, a star above it) fits
@@ -321,7 +399,7 @@ pub(super) fn run(
     refuse_unsupported(options)?;
     let threads = rayon::current_num_threads() as u64;
     let hasher = band_hasher(config.choice.banding, config.seed);
-    let plan = Plan {
+    let mut plan = Plan {
         limit,
         config: &config,
         threads,
@@ -333,7 +411,8 @@ pub(super) fn run(
     };
     plan.check(plan.base, "starting the run", || {
         format!(
-            "the executable, {threads} workers' stacks and buffers and the read batches in flight"
+            "the process as it stands and its code yet to run, {threads} workers' stacks and buffers and the \
+             read batches in flight"
         )
     })?;
     let dir = SpillDir::new(limit.tmp_dir.as_deref())?;
@@ -343,6 +422,8 @@ pub(super) fn run(
     let read = reader.stats().clone();
     let n = first.ids.len();
     assert!(n <= u32::MAX as usize, "document positions are u32");
+    // The workers' buffers for the longest text stay from here on.
+    plan.base += plan.scratch(first.longest);
     first.rank_values_bytes = reader.rank_values_bytes();
     plan.check(plan.base + first.resident(), "ranking survivors", || {
         format!("{n} documents' ids, flags, class hashes and survivor values")
@@ -367,26 +448,40 @@ pub(super) fn run(
     needed.dedup();
     needed.shrink_to_fit();
     let (nn, nc) = (n as u64, cands.len() as u64);
-    // Ids, candidates, needed list and record offsets, the verified pairs (at most one per candidate), the
-    // grouping's per-document arrays (degree, weight, union-find, slots, group of: 28 bytes each) and edges.
+    let checked = std::mem::size_of::<CheckedPair>() as u64;
+    // Ids, candidates, the verified pairs (at most one per candidate: the workers' lists, then the one they
+    // are gathered into, which may have doubled), the needed list and the record index (4 bytes, and 12 or 8
+    // in vectors that may have doubled), the grouping's per-document arrays (degree, weight, union-find,
+    // slots, group of: 28 bytes each), the groups' members and their similarities to the centre (16) and edges.
     let verify_need = plan.base
         + first.ids_bytes()
         + nn
-        + nc * (8 + 24 + 16 + 8)
-        + needed.len() as u64 * 12
-        + nn * 28;
-    plan.check(verify_need, "verifying and grouping", || {
+        + nc * (8 + 3 * checked + 16 + 8)
+        + needed.len() as u64 * (4 + 2 * 12)
+        + nn * (28 + 16);
+    // Beside that, the second pass holds two batches of texts and one of records (about 8 bytes per byte of
+    // text, and a signature each) and its spill file's 1-MB buffer; verifying and grouping hold a few
+    // documents read back per worker, and the group cache; writing, the output files' buffers.
+    let longest = first.longest;
+    let second_work = 10 * (SECOND_PASS_BATCH_BYTES + longest)
+        + 2 * crate::pipeline::BATCH_DOCS as u64 * (plan.k as u64 * 4 + 128)
+        + (1 << 20);
+    let verify_work = threads * (4 * plan.record_bytes(longest) + GROUP_CACHE_BYTES);
+    // Writing the outputs: a buffer per file.
+    let write_work = 3 * (1 << 20);
+    let work = second_work.max(verify_work).max(write_work);
+    plan.check(verify_need + work, "verifying and grouping", || {
         format!(
             "{n} documents, {nc} candidate pairs over {} documents: ids, candidates, verified pairs, grouping \
-             tables",
-            needed.len()
+             tables, and {} to reread, verify and group texts of up to {longest} bytes",
+            needed.len(),
+            format_size(work)
         )
     })?;
-    // What is left under the limit (less a tenth, for the allocator and what the estimate misses) holds records
-    // in memory; the rest go to a spill file.
+    // What is left under the limit holds records in memory; the rest go to a spill file.
     let record_budget = match limit.run_records {
         Some(_) => 0,
-        None => limit.bytes.saturating_sub(verify_need + limit.bytes / 10),
+        None => limit.bytes.saturating_sub(verify_need + work),
     };
     let records = second_pass(
         reader,
@@ -518,6 +613,7 @@ fn first_pass(
                     .lengths
                     .push(super::text_length(&doc.text));
             }
+            first.longest = first.longest.max(doc.text.len() as u64);
             first.id_heap += heap_bytes(doc.id.capacity());
             first.ids.push(std::mem::take(&mut doc.id));
         }
@@ -526,10 +622,18 @@ fn first_pass(
             // The reader holds one value per document (text values' bytes are counted after the pass).
             first.rank_values_bytes = n * std::mem::size_of::<crate::corpus::FieldValue>() as u64;
         }
-        let resident = plan.base + first.resident();
+        let writers_bytes = if writers.is_some() {
+            bands as u64 * super::spill::BUF_BYTES
+        } else {
+            0
+        };
+        let resident = plan.base + plan.scratch(first.longest) + first.resident() + writers_bytes;
         plan.check(resident, "reading the corpus", || {
             format!(
-                "{n} documents so far: their ids and 17 bytes each of flags and class hashes, plus {} fixed",
+                "{n} documents so far: their ids and 17 bytes each of flags and class hashes, {} of \
+                 buffers for texts of up to {} bytes, plus {} fixed",
+                format_size(plan.scratch(first.longest)),
+                first.longest,
                 format_size(plan.base)
             )
         })?;
@@ -700,8 +804,17 @@ fn band_candidates(
         .run_records
         .unwrap_or((avail / 4 / 8) as usize)
         .max(1);
-    plan.check(held + plan.band_work(4096), "banding", || {
-        format!("{n} documents: ids, band keys held in memory, class tables")
+    // A band in flight also holds a reader per sorted run to merge, its column's reader and a run's writer, and
+    // its walk's pairs before they go to the pair sorter (up to 2^16 of them).
+    let reps = classes.reps.len() as u64;
+    let band_extra =
+        threads * ((reps.div_ceil(band_run as u64) + 2) * super::spill::BUF_BYTES + (8 << 16));
+    let band_need = plan.band_work((band_run as u64).min(reps).max(1)) + band_extra;
+    plan.check(held + band_need, "banding", || {
+        format!(
+            "{n} documents: ids, band keys held in memory, class tables, {} for {threads} bands in flight",
+            format_size(band_need)
+        )
     })?;
     let mut stats = CandidateStats {
         documents: classes.members.len() as u64,
@@ -744,7 +857,7 @@ fn band_candidates(
         let walker = BandWalker {
             classes: &classes,
             plan,
-            held: held + plan.band_work(band_run as u64),
+            held: held + band_need,
             pairs: &pairs,
             emitted: &emitted,
             too_many: &too_many,
@@ -774,7 +887,13 @@ fn band_candidates(
         return Err(too_many());
     }
     drop(classes);
-    let mut merged = pairs.into_inner().expect("no panic").finish()?;
+    let pairs = pairs.into_inner().expect("no panic");
+    // The merge reads every sorted run of pairs at once, beside the pairs kept in memory.
+    let merge = (pairs.runs() as u64 + 1) * super::spill::BUF_BYTES + pair_run as u64 * 8;
+    plan.check(held + merge, "merging candidate pairs", || {
+        format!("{} sorted runs of candidate pairs to merge", pairs.runs())
+    })?;
+    let mut merged = pairs.finish()?;
     let mut cands: Vec<(u32, u32)> = Vec::new();
     while let Some(p) = merged.next_record()? {
         cands.push(((p >> 32) as u32, p as u32));
@@ -941,9 +1060,27 @@ fn verify_candidates(
     Ok(verified)
 }
 
+/// Documents of one group read back from the record file, kept while they fit in [`GROUP_CACHE_BYTES`] (the
+/// group's centre always).
+struct GroupCache {
+    center: u32,
+    docs: FxHashMap<u32, Doc>,
+    bytes: u64,
+}
+
+impl GroupCache {
+    fn keep(&mut self, d: u32, doc: Doc) {
+        let size = doc.sig.len() as u64 * 4 + doc.set.len() as u64 * 8 + 64;
+        if d == self.center || self.bytes + size <= GROUP_CACHE_BYTES {
+            self.bytes += size;
+            self.docs.insert(d, doc);
+        }
+    }
+}
+
 /// Groups, each group's statistics and its members' similarities to the centre, as the in-memory run computes
-/// them, with similarities read back from the record file (through a per-group cache bounded by the pair
-/// budget).
+/// them, with similarities read back from the record file (through a per-group cache of
+/// [`GROUP_CACHE_BYTES`]).
 #[allow(clippy::type_complexity)]
 fn group_candidates(
     n: usize,
@@ -955,13 +1092,13 @@ fn group_candidates(
 ) -> Result<(Vec<Group>, Vec<GroupStats>, Vec<Vec<f64>>), DedupError> {
     let (groups, edges_by_group) = group_verified(n, verified, config.groups, rank);
     let failure: Mutex<Option<DedupError>> = Mutex::new(None);
-    let similarity = |cache: &mut FxHashMap<u32, Doc>, buf: &mut Vec<u8>, a: u32, b: u32| -> f64 {
-        for d in [a, b] {
-            if let std::collections::hash_map::Entry::Vacant(slot) = cache.entry(d) {
+    let similarity = |cache: &mut GroupCache, buf: &mut Vec<u8>, a: u32, b: u32| -> f64 {
+        // The documents not cached, read back for this pair (and kept after it if the cache has room).
+        let mut fresh: [Option<Doc>; 2] = [None, None];
+        for (slot, d) in fresh.iter_mut().zip([a, b]) {
+            if !cache.docs.contains_key(&d) {
                 match store.load(d, buf) {
-                    Ok(doc) => {
-                        slot.insert(doc);
-                    }
+                    Ok(doc) => *slot = Some(doc),
                     Err(e) => {
                         failure.lock().expect("no panic").get_or_insert(e);
                         return f64::NAN;
@@ -969,19 +1106,32 @@ fn group_candidates(
                 }
             }
         }
-        let (x, y) = (&cache[&a], &cache[&b]);
-        if store.exact {
-            exact::jaccard_ids(&x.set, &y.set, store.dispatch)
-        } else {
-            kernel.estimate(&x.sig, &y.sig)
+        let s = {
+            let [x, y] = [(&fresh[0], a), (&fresh[1], b)]
+                .map(|(f, d)| f.as_ref().unwrap_or_else(|| &cache.docs[&d]));
+            if store.exact {
+                exact::jaccard_ids(&x.set, &y.set, store.dispatch)
+            } else {
+                kernel.estimate(&x.sig, &y.sig)
+            }
+        };
+        for (f, d) in fresh.into_iter().zip([a, b]) {
+            if let Some(doc) = f {
+                cache.keep(d, doc);
+            }
         }
+        s
     };
     let t = config.choice.threshold;
     let (group_stats, to_center): (Vec<GroupStats>, Vec<Vec<f64>>) = groups
         .par_iter()
         .zip(edges_by_group.par_iter())
         .map(|(g, es)| {
-            let mut cache = FxHashMap::default();
+            let mut cache = GroupCache {
+                center: g.center,
+                docs: FxHashMap::default(),
+                bytes: 0,
+            };
             let mut buf = Vec::new();
             let stats = cluster::group_stats(g, es, t, config.pair_budget, config.seed, |a, b| {
                 similarity(&mut cache, &mut buf, a, b)
@@ -993,12 +1143,7 @@ fn group_candidates(
                     if m == g.center {
                         1.0
                     } else {
-                        let s = similarity(&mut cache, &mut buf, m, g.center);
-                        // Only the centre need stay cached.
-                        if cache.len() > 64 {
-                            cache.retain(|&d, _| d == g.center);
-                        }
-                        s
+                        similarity(&mut cache, &mut buf, m, g.center)
                     }
                 })
                 .collect();
@@ -1087,7 +1232,11 @@ fn second_pass(
     let mut read_batch = |pos: &mut usize, next: &mut usize| -> Result<Vec<Document>, DedupError> {
         let mut out = Vec::new();
         let mut seen = 0;
-        while seen < crate::pipeline::BATCH_DOCS && *next < needed.len() {
+        let mut bytes = 0;
+        while seen < crate::pipeline::BATCH_DOCS
+            && bytes < SECOND_PASS_BATCH_BYTES
+            && *next < needed.len()
+        {
             let Some(doc) = reader.next() else { break };
             let doc = doc.map_err(DedupError::from)?;
             if *pos >= ids.len() || doc.id != ids[*pos] {
@@ -1099,6 +1248,7 @@ fn second_pass(
                 )));
             }
             if needed[*next] as usize == *pos {
+                bytes += doc.text.len() as u64;
                 out.push(doc);
                 *next += 1;
             }
@@ -1107,24 +1257,29 @@ fn second_pass(
         }
         Ok(out)
     };
+    // One per-thread buffer for the window ids of both the signature and the verification set.
     let encode = |doc: &Document| -> Vec<u8> {
         let mut sig = vec![0u32; k];
         SCRATCH.with_borrow_mut(|scratch| {
+            // Room for a window per byte at once, so that the buffer never doubles.
+            scratch.clear();
+            scratch.reserve_exact(doc.text.len());
             kernel.sign_text(shingler, &doc.text, scratch, &mut sig);
-        });
-        let set = if verify == Verify::Exact {
-            exact::verification_set(shingler, &doc.text)
-        } else {
-            Vec::new()
-        };
-        let mut bytes = Vec::with_capacity(k * 4 + set.len() * 8);
-        for s in sig {
-            bytes.extend_from_slice(&s.to_le_bytes());
-        }
-        for x in set {
-            bytes.extend_from_slice(&x.to_le_bytes());
-        }
-        bytes
+            let set = if verify == Verify::Exact {
+                let kept = exact::verification_ids(shingler, &doc.text, scratch);
+                &scratch[..kept]
+            } else {
+                &[]
+            };
+            let mut bytes = Vec::with_capacity(k * 4 + set.len() * 8);
+            for s in sig {
+                bytes.extend_from_slice(&s.to_le_bytes());
+            }
+            for x in set {
+                bytes.extend_from_slice(&x.to_le_bytes());
+            }
+            bytes
+        })
     };
     let mut w = RecordWriter::new(dir, "documents", memory_budget);
     let mut batch = read_batch(&mut pos, &mut next)?;

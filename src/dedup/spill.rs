@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use xxhash_rust::xxh3::Xxh3;
 
+/// Bytes of the buffer of each sequential spill file's writer and reader.
+pub const BUF_BYTES: u64 = 1 << 16;
+
 /// Why a spill file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SpillError {
@@ -120,7 +123,7 @@ impl SpillDir {
         let path = self.fresh(name);
         let file = File::create(&path).map_err(io_err(&path))?;
         Ok(SeqWriter {
-            out: BufWriter::with_capacity(1 << 16, file),
+            out: BufWriter::with_capacity(BUF_BYTES as usize, file),
             path,
             hasher: Xxh3::new(),
             count: 0,
@@ -215,7 +218,7 @@ impl<R: Record> SeqFile<R> {
             });
         }
         Ok(SeqReader {
-            input: BufReader::with_capacity(1 << 16, file),
+            input: BufReader::with_capacity(BUF_BYTES as usize, file),
             path: self.path.clone(),
             left: self.count,
             hasher: Xxh3::new(),
@@ -289,6 +292,11 @@ impl<'d, R: Record> Sorter<'d, R> {
 
     /// Adds a record, writing a run when the buffer is full.
     pub fn push(&mut self, r: R) -> Result<(), SpillError> {
+        if self.buf.len() == self.buf.capacity() {
+            // Grow by doubling, but never past `cap` records: the buffer's memory is what the caller budgeted.
+            let more = self.buf.len().max(1024).min(self.cap - self.buf.len());
+            self.buf.reserve_exact(more);
+        }
         self.buf.push(r);
         if self.buf.len() >= self.cap {
             self.spill()?;
