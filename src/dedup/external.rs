@@ -21,9 +21,11 @@
 //!
 //! Memory: what stays resident is estimated before each phase from the document count, the thread count and
 //! the configuration, and a run whose resident part cannot fit stops with [`OutOfCoreError::TooSmall`] before
-//! allocating it. The estimate's fixed part ([`base_bytes`]) covers the binary, the workers and the read
-//! batches; a bucket's pairs are counted when a bucket that large is met, not for the largest the bucket cap
-//! allows. Peak resident memory is checked against the limit by `tests/spill.rs`.
+//! allocating it. The estimate's fixed part ([`base_bytes`]) covers the process as it stands and its code yet
+//! to run, the workers and the read batches; the workers' buffers grow with the longest text
+//! ([`SCRATCH_PER_TEXT_BYTE`]); a bucket's pairs are counted when a bucket that large is met, not for the
+//! largest the bucket cap allows. Peak resident memory is checked against the limit by
+//! `tests/memory_limit.rs` (the CLI) and `tests/memory_floor.rs` (the library).
 
 use super::spill::{RecordFile, RecordWriter, SeqFile, Sorter, SpillDir, SpillError};
 use super::{
