@@ -98,8 +98,9 @@ pub struct DedupArgs {
     pub save: Option<PathBuf>,
     /// Run out of core under this peak memory: SIZE like 4G, 512M or 1.5G (powers of 1024). Band keys spill to
     /// disk in sorted runs, the corpus is read a second time for the documents of candidate pairs, and the outputs
-    /// are those of the in-memory run. Refused with --load and --save. A limit below what must stay
-    /// resident (ids and a few dozen bytes per document) stops the run with an error.
+    /// are those of the in-memory run. The limit is on peak resident memory as the OS counts it (code
+    /// included). Refused with --load and --save. A limit below what must stay resident (the process, per-worker
+    /// buffers for the longest text, ids and about a hundred bytes per document) stops the run, naming the need.
     #[arg(long, value_name = "SIZE", value_parser = dedup::external::parse_size)]
     pub memory_limit: Option<u64>,
     /// Directory for the spill files of --memory-limit (a fresh subdirectory, deleted at the end) [default: the
