@@ -54,6 +54,8 @@ Measurements (per tool, per run)
   largest sum of RSS and the largest sum of PSS over the tree. RSS sums count pages shared between forked
   processes once per process; PSS divides them among their sharers. Also recorded: ru_maxrss from wait4 (the
   largest single process, exact; the peak for lshbench, which is one process).
+  CPU: user + system seconds over the tree (wait4's for lshbench; for datatrove each process's own time as last
+  sampled, as its pool workers are reaped by the forkserver), and the 1-minute load average at the start.
   kept/removed: ids in the tool's output (each line a JSON object with an `id`) against the input's ids.
   residual pairs: pairs of the truth (exact Jaccard >= T on lshbench's shingles) with both documents kept.
   unjustified removals: removed documents with no truth partner among the kept documents; split into those with
@@ -100,7 +102,7 @@ SAMPLE_S = 0.05
 
 CSV_FIELDS = [
     "corpus", "docs", "input_mb", "tool", "version", "run", "wall_s", "peak_rss_tree_mb", "peak_pss_tree_mb",
-    "max_process_rss_mb", "processes_seen", "kept", "removed", "residual_pairs", "unjustified_removals",
+    "max_process_rss_mb", "processes_seen", "cpu_s", "load_before", "kept", "removed", "residual_pairs", "unjustified_removals",
     "unjustified_no_true_partner", "unjustified_chained", "truth_pairs", "truth_docs", "stage_times_s",
     "threshold", "bands", "rows", "n_grams", "workers", "isa", "command", "date_utc", "git_commit",
 ]
@@ -141,6 +143,9 @@ class TreeSampler(threading.Thread):
         self.peak_rss = 0
         self.peak_pss = 0
         self.pids: set[int] = set()
+        # Own user + system seconds of every process seen, as last sampled (children's times are left out: a
+        # worker's would otherwise count again in its parent once reaped).
+        self.cpu: dict[int, float] = {}
 
     def sample(self) -> None:
         ps = self.psutil
@@ -157,6 +162,11 @@ class TreeSampler(threading.Thread):
             rss += m.rss
             pss += getattr(m, "pss", m.rss)
             self.pids.add(p.pid)
+            try:
+                t = p.cpu_times()
+                self.cpu[p.pid] = t.user + t.system
+            except ps.Error:
+                pass
         self.peak_rss = max(self.peak_rss, rss)
         self.peak_pss = max(self.peak_pss, pss)
 
@@ -167,7 +177,8 @@ class TreeSampler(threading.Thread):
 
 
 def measure(cmd: list[str], log: Path, cwd: Path | None = None) -> dict:
-    """Runs cmd with its output to log; wall time, sampled tree memory, wait4's ru_maxrss."""
+    """Runs cmd with its output to log; wall time, sampled tree memory and CPU, wait4's ru_maxrss."""
+    load = os.getloadavg()[0]
     with open(log, "wb") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
@@ -182,12 +193,17 @@ def measure(cmd: list[str], log: Path, cwd: Path | None = None) -> dict:
         tail = log.read_text(errors="replace")[-3000:]
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
     max_proc = rusage.ru_maxrss * 1024  # KiB on Linux
+    # wait4 counts the child and the descendants it reaped exactly; the sampled sum also sees processes reaped by
+    # others (datatrove's pool workers are the forkserver's children) but misses each one's last 50 ms.
+    cpu = max(rusage.ru_utime + rusage.ru_stime, sum(sampler.cpu.values()))
     return {
         "wall_s": wall,
         "peak_rss_tree_mb": max(sampler.peak_rss, max_proc) / 1e6,
         "peak_pss_tree_mb": sampler.peak_pss / 1e6,
         "max_process_rss_mb": max_proc / 1e6,
         "processes_seen": len(sampler.pids),
+        "cpu_s": round(cpu, 2),
+        "load_before": round(load, 2),
     }
 
 
@@ -388,7 +404,8 @@ def main() -> int:
     if len(set(all_ids)) != len(all_ids):
         raise SystemExit("the corpus repeats ids")
     shards = work / "shards"
-    split_shards(inp, shards, WORKERS)
+    if not args.skip_datatrove:
+        split_shards(inp, shards, WORKERS)
 
     # The truth: every pair at exact Jaccard >= threshold on lshbench's shingles.
     truth_csv = work / f"truth-{args.threshold}.csv"
@@ -436,8 +453,11 @@ def main() -> int:
             )
 
     args.results.mkdir(parents=True, exist_ok=True)
+    # Rows of a tool this invocation did not run (--skip-datatrove) are kept from the previous CSVs.
+    rows = keep_other_tools(args.results / f"{name}.csv", tools) + rows
+    problems = keep_other_tools(args.results / f"{name}-problems.csv", tools) + problems
     with open(args.results / f"{name}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, restval="")
         w.writeheader()
         w.writerows(rows)
     with open(args.results / f"{name}-problems.csv", "w", newline="") as f:
@@ -448,12 +468,34 @@ def main() -> int:
         "machine": machine, "corpus_command": corpus_cmd,
         "truth_command": " ".join(["lshbench", *truth_cmd[1:]]).replace(str(inp), "corpus.jsonl").replace(
             str(truth_csv), "truth.csv"),
-        "regenerate": "python3 experiments/dedup_output/run.py " + " ".join(
-            a for a in sys.argv[1:] if not a.startswith("--workdir")),
+        "regenerate": regenerate_command(any(r["tool"] == "datatrove" for r in rows)),
     }
     (args.results / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
     write_summary(args.results)
     return 0
+
+
+def regenerate_command(has_datatrove: bool) -> str:
+    """This invocation's command line without --workdir, and without --skip-datatrove when the CSV holds datatrove
+    rows from an earlier invocation (the command then regenerates both)."""
+    argv, out = sys.argv[1:], []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--workdir":
+            i += 2
+            continue
+        if not a.startswith("--workdir=") and not (a == "--skip-datatrove" and has_datatrove):
+            out.append(a)
+        i += 1
+    return " ".join(["python3 experiments/dedup_output/run.py", *out])
+
+
+def keep_other_tools(path: Path, tools: list[str]) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return [r for r in csv.DictReader(f) if r["tool"] not in tools]
 
 
 # ----------------------------------------------------------------------------------------------- summary
@@ -461,6 +503,12 @@ def main() -> int:
 
 def med(rows: list[dict], key: str) -> float:
     return statistics.median(float(r[key]) for r in rows)
+
+
+def med_opt(rows: list[dict], key: str) -> float | None:
+    """The median of a column that older CSVs may lack (None then)."""
+    vals = [float(r[key]) for r in rows if r.get(key)]
+    return statistics.median(vals) if vals else None
 
 
 def write_summary(results: Path) -> None:
@@ -498,10 +546,10 @@ def write_summary(results: Path) -> None:
         f"\"{machine['model_name']}\", {machine['cpus']} logical CPUs; avx2 {'yes' if machine['avx2'] else 'no'}; "
         f"avx512: {avx512}; Linux {machine['kernel']}; lshbench ISA: {machine['isa']}.",
         "",
-        "| corpus | docs | tool | runs | wall (s), median | wall min-max | datatrove / lshbench | peak RSS, tree sum (MB)"
-        " | peak PSS, tree sum (MB) | kept | removed | residual pairs | unjustified removals (no true partner / "
-        "chained) |",
-        "|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
+        "| corpus | docs | tool | runs | wall (s), median | wall min-max | datatrove / lshbench, wall | CPU (s), "
+        "median | datatrove / lshbench, CPU | load before | peak RSS, tree sum (MB) | peak PSS, tree sum (MB) | kept "
+        "| removed | residual pairs | unjustified removals (no true partner / chained) |",
+        "|---|---:|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     notes = []
     for name, rows, meta in corpora:
@@ -509,12 +557,16 @@ def write_summary(results: Path) -> None:
         for r in rows:
             by_tool[r["tool"]].append(r)
         base = med(by_tool["lshbench"], "wall_s") if by_tool.get("lshbench") else None
+        cpu_base = med_opt(by_tool.get("lshbench", []), "cpu_s")
         for tool in ("lshbench", "datatrove"):
             rs = by_tool.get(tool)
             if not rs:
                 continue
             wall = med(rs, "wall_s")
             ratio = f"{wall / base:.1f}x" if tool == "datatrove" and base else ""
+            cpu = med_opt(rs, "cpu_s")
+            cpu_ratio = f"{cpu / cpu_base:.1f}x" if tool == "datatrove" and cpu and cpu_base else ""
+            loads = "/".join(r["load_before"] for r in rs if r.get("load_before")) or "n/a"
             walls = [float(r["wall_s"]) for r in rs]
             unj = [(int(r["unjustified_removals"]), int(r["unjustified_no_true_partner"]),
                     int(r["unjustified_chained"])) for r in rs]
@@ -522,7 +574,8 @@ def write_summary(results: Path) -> None:
             u = sorted(unj)[len(unj) // 2]
             out.append(
                 f"| {name} | {int(rs[0]['docs']):,} | {tool} {rs[0]['version']} | {len(rs)} | {wall:.2f} | "
-                f"{min(walls):.2f}-{max(walls):.2f} | {ratio} | {med(rs, 'peak_rss_tree_mb'):.0f} | "
+                f"{min(walls):.2f}-{max(walls):.2f} | {ratio} | {f'{cpu:.2f}' if cpu else 'n/a'} | {cpu_ratio} | "
+                f"{loads} | {med(rs, 'peak_rss_tree_mb'):.0f} | "
                 f"{med(rs, 'peak_pss_tree_mb'):.0f} | {int(med(rs, 'kept')):,} | {int(med(rs, 'removed')):,} | "
                 f"{int(med(rs, 'residual_pairs')):,} | {u[0]:,} ({u[1]:,} / {u[2]:,}) |"
             )
@@ -544,6 +597,10 @@ def write_summary(results: Path) -> None:
         )
     out += ["", *notes, ""]
     out += [
+        "The machine is shared with other work: `load before` is the 1-minute load average when each run started "
+        "(2 logical CPUs), so wall times carry noise; CPU seconds (user + system over the process tree: wait4 for "
+        "lshbench, psutil samples of every process for datatrove) are less sensitive to it.",
+        "",
         "Residual pairs: true pairs (exact Jaccard >= threshold on lshbench's shingles) with both documents kept. "
         "Unjustified removals: removed documents with no true partner among the kept ones. Every such pair and "
         "id, per tool and run, is in `<corpus>-problems.csv`; raw measurements in `<corpus>.csv`.",
