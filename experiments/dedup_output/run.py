@@ -460,10 +460,7 @@ def main() -> int:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS, restval="")
         w.writeheader()
         w.writerows(rows)
-    with open(args.results / f"{name}-problems.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["corpus", "tool", "run", "kind", "id", "other", "jaccard"])
-        w.writeheader()
-        w.writerows(problems)
+    write_problems(args.results / f"{name}-problems.csv", problems)
     meta = {
         "machine": machine, "corpus_command": corpus_cmd,
         "truth_command": " ".join(["lshbench", *truth_cmd[1:]]).replace(str(inp), "corpus.jsonl").replace(
@@ -489,6 +486,22 @@ def regenerate_command(has_datatrove: bool) -> str:
             out.append(a)
         i += 1
     return " ".join(["python3 experiments/dedup_output/run.py", *out])
+
+
+def write_problems(path: Path, problems: list[dict]) -> None:
+    """One row per distinct problem, naming the runs that had it (repeats usually agree: this keeps the file
+    small)."""
+    runs: dict[tuple, list[str]] = defaultdict(list)
+    for p in problems:
+        key = (p["corpus"], p["tool"], p["kind"], p["id"], p["other"], p["jaccard"])
+        for r in str(p.get("run", p.get("runs", ""))).split(";"):
+            if r and r not in runs[key]:
+                runs[key].append(r)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["corpus", "tool", "kind", "id", "other", "jaccard", "runs"])
+        for key, rs in runs.items():
+            w.writerow([*key, ";".join(rs)])
 
 
 def keep_other_tools(path: Path, tools: list[str]) -> list[dict]:
