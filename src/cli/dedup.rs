@@ -63,11 +63,11 @@ pub struct DedupArgs {
     /// the name ends in .parquet).
     #[arg(long, value_name = "CSV|PARQUET")]
     pub group_report: Option<PathBuf>,
-    /// Write the kept corpus in the input's own form: every document read that is not removed as a duplicate
-    /// (singletons, empty documents and each group's centre), its record copied as read, in input order (JSONL
-    /// lines, CSV/TSV rows after the header, text lines, Parquet rows with every column; a directory corpus's
-    /// files into a new directory tree at PATH). gzip-compressed if PATH ends in .gz. PATH an empty directory or
-    /// ending in /: shards part-00000.<ext>, ... of --kept-shard-size each. Written whole or not at all.
+    /// Write the kept corpus in the input's own form: every document read that is not removed (singletons and
+    /// each group's survivor, see --keep), its record copied as read, in input order (JSONL lines, CSV/TSV rows
+    /// after the header, text lines, Parquet rows with every column; a directory corpus's files into a new
+    /// directory tree at PATH). gzip-compressed if PATH ends in .gz. PATH an empty directory or ending in /:
+    /// shards part-00000.EXT, ... of --kept-shard-size each. Written whole or not at all.
     #[arg(long, value_name = "PATH")]
     pub kept: Option<PathBuf>,
     /// Write the audit of removals as CSV (Parquet if the name ends in .parquet): one row per removed document

@@ -4,7 +4,7 @@
 //! Rows and documents: the corpus reader, reopened in raw-capture mode, reads the text (and id) columns as in the
 //! first pass and tells each document's row ordinal ([`RawRecord::Row`]); a row it rejects (a null text, bad
 //! UTF-8 under `--strict`, with `--on-error skip`) is no document and is not copied. A second reader decodes
-//! every column ([`crate::corpus::parquet::open_all_columns`], with the same checks of the file as the corpus
+//! every column (`corpus::parquet::open_all_columns`, with the same checks of the file as the corpus
 //! reader); each of its batches is filtered (`arrow_select::filter::filter_record_batch`) by the keep flags of
 //! the documents whose rows it holds.
 //!
