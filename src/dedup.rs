@@ -556,7 +556,7 @@ pub(crate) fn check_rank_field(
 }
 
 /// A text's length for `--keep longest|shortest`: its UTF-8 bytes, saturated at `u32::MAX`.
-pub(crate) fn text_length(text: &str) -> u32 {
+pub fn text_length(text: &str) -> u32 {
     u32::try_from(text.len()).unwrap_or(u32::MAX)
 }
 
@@ -867,6 +867,24 @@ pub(crate) fn short_removals(
     }
 }
 
+/// The positions (in `texts`) of the documents the short-document policy takes out of banding: those shorter
+/// than one shingle, or none under [`survivor::Short::Exact`]. A caller that signs texts itself (the Python
+/// binding) marks them empty and records them in [`Corpus::short_docs`], as [`run`] does.
+pub fn short_documents<'a>(
+    texts: impl IndexedParallelIterator<Item = &'a str>,
+    shingler: &Shingler,
+    short: survivor::Short,
+) -> Vec<usize> {
+    if !short.unbanded() {
+        return Vec::new();
+    }
+    texts
+        .enumerate()
+        .filter(|(_, text)| shingler.is_short(text))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// Takes the short documents of a signed batch out of banding (marks them empty) when the short-document
 /// policy says so, and returns their positions in the batch.
 pub(crate) fn unband_short(
@@ -874,16 +892,11 @@ pub(crate) fn unband_short(
     shingler: &Shingler,
     short: survivor::Short,
 ) -> Vec<usize> {
-    if !short.unbanded() {
-        return Vec::new();
-    }
-    let short: Vec<usize> = batch
-        .docs
-        .par_iter()
-        .enumerate()
-        .filter(|(_, d)| shingler.is_short(&d.text))
-        .map(|(i, _)| i)
-        .collect();
+    let short = short_documents(
+        batch.docs.par_iter().map(|d| d.text.as_str()),
+        shingler,
+        short,
+    );
     for &i in &short {
         batch.empty[i] = true;
     }

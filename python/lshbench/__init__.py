@@ -12,7 +12,8 @@ results do not depend on the thread count or on the instruction set. Bad argumen
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from .client import Client, ServerError
 
 __all__ = [
     "Client",
+    "DedupResult",
     "LSHIndex",
     "ServerError",
     "__version__",
@@ -229,15 +231,116 @@ def tune(
     return _lshbench.tune(_count("num_perm", num_perm), float(s_hi), float(p_fn), float(s_lo), float(p_fp))
 
 
+_POLICIES = ("center", "first", "last", "longest", "shortest")
+
+
+@dataclass(frozen=True)
+class DedupResult:
+    """What :func:`dedup` returns. It unpacks as ``pairs, clusters = dedup(...)``, the two tables every call has
+    returned; the survivors are the other fields.
+
+    ``pairs``: ``id_a, id_b, estimate, jaccard, verified_by``, one row per verified pair (``jaccard`` null unless
+    verified exactly). ``clusters``: ``group, id, size, center, is_center, similarity_to_center``, one row per
+    member of each group of two or more documents; the centre is the survivor. ``removed``: ``id, survivor,
+    similarity, basis, group, rule``, one row per removed document in input order (``lshbench dedup
+    --removed``). ``mask``: a numpy bool array, one per text, true for the documents kept (false exactly for the
+    ids in ``removed``). ``kept``: the input Table filtered by ``mask``, every column kept (``None`` unless
+    ``texts`` was a Table).
+    """
+
+    pairs: Any
+    clusters: Any
+    removed: Any
+    mask: np.ndarray
+    kept: Any = None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.pairs, self.clusters))
+
+
+def _rank_values(values: Any) -> Any:
+    """Survivor values as the binding takes them: an Arrow array of float64, strings or nulls, or a sequence.
+
+    Numeric and decimal arrays become float64; dates, timestamps and durations their integer value in their
+    unit (as the CLI reads such a Parquet column); a numpy array of str or objects becomes a list.
+    """
+    import pyarrow as pa
+
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise ValueError(f"keep_values: a numpy array of shape {values.shape}; expected one dimension")
+        kind = values.dtype.kind
+        if kind in "iuf":
+            return pa.array(values.astype(np.float64))
+        if kind in "mM":
+            numbers = values.view(np.int64).astype(np.float64)
+            numbers[np.isnat(values)] = np.nan
+            return pa.array(numbers)
+        if kind in "UO":
+            return values.tolist()
+        raise TypeError(f"keep_values: a numpy array of dtype {values.dtype}; expected numbers or str")
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        t = values.type
+        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+            return values.cast(pa.float64())
+        if pa.types.is_temporal(t):
+            width = pa.int32() if t.bit_width == 32 else pa.int64()
+            return values.view(width).cast(pa.float64())
+        if pa.types.is_boolean(t):
+            raise TypeError("keep_values: an Arrow array of bool; a survivor value must be a number or a string")
+        return values
+    if isinstance(values, (str, bytes)):
+        raise TypeError("keep_values must be a sequence or array with one value per text, not a single str")
+    return values
+
+
+def _survivor_policy(keep: Optional[str], keep_values: Any, table: Any) -> Tuple[str, Any]:
+    """The binding's ``--keep`` policy and its values from :func:`dedup`'s ``keep`` and ``keep_values``."""
+    if keep is None:
+        keep = "center"
+    if not isinstance(keep, str):
+        raise TypeError(f"keep must be a str, not {type(keep).__name__}")
+    if keep in ("max", "min"):
+        if keep_values is None:
+            raise ValueError(f"keep={keep!r} ranks by keep_values: pass one number or str per text")
+        return f"column:keep_values:{keep}", _rank_values(keep_values)
+    if keep_values is not None:
+        raise ValueError(f"keep_values are ranked only by keep='max' or keep='min', not by keep={keep!r}")
+    if keep in _POLICIES:
+        return keep, None
+    if keep.startswith("column:") and keep.rsplit(":", 1)[-1] in ("max", "min") and keep.count(":") >= 2:
+        name = keep[len("column:") : keep.rindex(":")]
+        if table is None:
+            raise ValueError(
+                f"keep={keep!r} reads column {name!r} of a Table: pass a pyarrow Table as texts, or pass the values "
+                f"as keep_values with keep={keep.rsplit(':', 1)[-1]!r}"
+            )
+        if name not in table.column_names:
+            columns = ", ".join(table.column_names)
+            raise ValueError(f"keep={keep!r}: the Table has no column {name!r} (columns: {columns})")
+        return keep, _rank_values(table.column(name))
+    raise ValueError(
+        f"keep={keep!r} is not a survivor policy: use center, first, last, longest, shortest, max or min (with "
+        "keep_values), or column:NAME:max or column:NAME:min (with a Table)"
+    )
+
+
 def dedup(
     texts: Any,
     ids: Any = None,
     *,
+    text_column: Optional[str] = None,
+    id_column: Optional[str] = None,
     threshold: Optional[float] = None,
     bands: Optional[int] = None,
     rows: Optional[int] = None,
     verify: str = "exact",
-    groups: str = "components",
+    groups: Optional[str] = None,
+    keep: Optional[str] = None,
+    keep_values: Any = None,
+    short: str = "exact",
     kernel: str = "oph-opt",
     num_perm: int = 128,
     seed: int = 42,
@@ -250,26 +353,65 @@ def dedup(
     pair_budget: int = 2000,
     isa: Optional[str] = None,
     threads: Optional[int] = None,
-) -> Tuple[Any, Any]:
-    """Near-duplicate detection, as ``lshbench dedup``: returns ``(pairs, clusters)``, two pyarrow Tables.
+) -> DedupResult:
+    """Near-duplicate detection, as ``lshbench dedup``: returns a :class:`DedupResult` (pairs, clusters, the
+    removal audit, the keep mask, and the kept rows of a Table). It unpacks as ``pairs, clusters``.
 
-    ``pairs``: ``id_a, id_b, estimate, jaccard, verified_by`` (one row per verified pair; ``jaccard`` is null
-    unless verified exactly). ``clusters``: ``group, id, size, center, is_center, similarity_to_center`` (one row
-    per member of each group of two or more documents). The CSV files ``lshbench dedup --pairs --clusters``
-    writes hold the same rows (with the floats printed to 6 decimals).
+    The tables hold the rows of ``lshbench dedup --pairs --clusters --removed`` on the same documents (the CSV
+    files print floats to 6 decimals).
 
-    ids: one id per text (a sequence or Arrow array; converted with ``str``), default the 0-based positions.
+    texts: the documents (see :func:`sketch`), or a pyarrow ``Table`` (or ``RecordBatch``) holding them in
+        ``text_column`` (default ``"text"``); then ``kept`` is that Table filtered to the surviving rows.
+    ids: one id per text (a sequence or Arrow array; converted with ``str``), or ``id_column`` of the Table;
+        default the 0-based positions.
     threshold: verification threshold in (0, 1]; ``None`` is 0.5. Without ``bands``/``rows`` it also picks the
         banding (P(threshold) >= 0.99, then the smallest P(threshold/2)); with them, a threshold the banding
         finds with probability below 1/2 is refused, as the CLI does.
     verify: ``exact`` (shingle-set Jaccard), ``estimate`` (the signatures) or ``none``.
-    groups: ``components`` (connected components) or ``center`` (every member pairs with the centre).
+    groups: ``components`` (connected components) or ``center`` (every member pairs with its centre, and no two
+        kept documents form a verified pair). ``None`` chooses as the CLI does, where ``--kept``/``--removed``
+        make ``center`` the default: ``center`` when the call asks for survivors (a ``keep`` policy, or a Table
+        whose kept rows it returns), else ``components``, so ``pairs, clusters = dedup(texts)`` is unchanged.
+        The mask and the audit are always returned; under ``components`` a removed document may share nothing
+        with its survivor (a chain), which is why survivor calls default to ``center``.
+    keep: which member of a group survives (``--keep``): ``center`` (the most connected member; the default),
+        ``first``, ``last`` (input order), ``longest``, ``shortest`` (UTF-8 bytes, ties to the earliest),
+        ``max`` or ``min`` of ``keep_values``, or ``column:NAME:max``/``column:NAME:min`` of the Table's column
+        NAME. A document with no value (None, null, NaN) never survives one that has one.
+    keep_values: one value per text for ``keep="max"``/``"min"``: a sequence of int, float, str or None, a numpy
+        array, or a pyarrow array (numbers, decimals, dates and timestamps rank as numbers, strings byte by
+        byte). Numbers and strings cannot be mixed.
+    short: documents shorter than one shingle (``--short``): ``exact`` (matched by whole text), ``keep`` (kept,
+        never matched) or ``drop`` (removed; in the audit with rule ``short:drop``).
     The other arguments are those of :func:`sketch` and the CLI's ``--bucket-cap``, ``--max-candidates`` and
-    ``--pair-budget``.
+    ``--pair-budget``. Bad arguments raise ``ValueError`` (``TypeError`` for a wrong type).
     """
+    import pyarrow as pa
+
+    table = None
+    if isinstance(texts, pa.RecordBatch):
+        texts = pa.Table.from_batches([texts])
+    if isinstance(texts, pa.Table):
+        table = texts
+        text_column = "text" if text_column is None else text_column
+        for what, name in (("text_column", text_column), ("id_column", id_column)):
+            if name is not None and name not in table.column_names:
+                raise ValueError(
+                    f"{what}={name!r}: the Table has no such column (columns: {', '.join(table.column_names)})"
+                )
+        if id_column is not None:
+            if ids is not None:
+                raise ValueError("pass ids or id_column, not both")
+            ids = table.column(id_column)
+        texts = table.column(text_column)
+    elif text_column is not None or id_column is not None:
+        raise TypeError("text_column and id_column name columns of a pyarrow Table; texts is not one")
+    policy, values = _survivor_policy(keep, keep_values, table)
+    if groups is None:
+        groups = "center" if keep is not None or table is not None else "components"
     if threshold is not None:
         threshold = float(threshold)
-    return _lshbench.dedup_texts(
+    pairs, clusters, removed, mask = _lshbench.dedup_texts(
         _texts(texts),
         ids,
         threshold,
@@ -289,7 +431,12 @@ def dedup(
         _count("pair_budget", pair_budget),
         isa,
         _threads(threads),
+        policy,
+        values,
+        short,
     )
+    kept = None if table is None else table.filter(pa.array(mask))
+    return DedupResult(pairs=pairs, clusters=clusters, removed=removed, mask=mask, kept=kept)
 
 
 class LSHIndex:

@@ -1,7 +1,7 @@
 """Type stubs of the lshbench package (see the docstrings in __init__.py)."""
 
 from os import PathLike
-from typing import Any, Optional, Sequence, Tuple, TypedDict, Union
+from typing import Any, Iterator, Optional, Sequence, Tuple, TypedDict, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -80,15 +80,28 @@ def tune(
     fn: Tuple[float, float] = (0.5, 0.01),
     fp: Tuple[float, float] = (0.05, 0.001),
 ) -> TuneResult: ...
+class DedupResult:
+    pairs: pa.Table
+    clusters: pa.Table
+    removed: pa.Table
+    mask: npt.NDArray[np.bool_]
+    kept: Optional[pa.Table]
+    def __iter__(self) -> Iterator[pa.Table]: ...
+
 def dedup(
-    texts: Texts,
+    texts: Union[Texts, pa.Table, pa.RecordBatch],
     ids: Optional[Union[Sequence[Any], pa.Array, pa.ChunkedArray]] = None,
     *,
+    text_column: Optional[str] = None,
+    id_column: Optional[str] = None,
     threshold: Optional[float] = None,
     bands: Optional[int] = None,
     rows: Optional[int] = None,
     verify: str = "exact",
-    groups: str = "components",
+    groups: Optional[str] = None,
+    keep: Optional[str] = None,
+    keep_values: Optional[Union[Sequence[Any], npt.NDArray[Any], pa.Array, pa.ChunkedArray]] = None,
+    short: str = "exact",
     kernel: str = "oph-opt",
     num_perm: int = 128,
     seed: int = 42,
@@ -101,7 +114,7 @@ def dedup(
     pair_budget: int = 2000,
     isa: Optional[str] = None,
     threads: Optional[int] = None,
-) -> Tuple[pa.Table, pa.Table]: ...
+) -> DedupResult: ...
 
 class LSHIndex:
     def __init__(

@@ -10,11 +10,13 @@
 //! built with `panic = "unwind"`, see the `wheel` profile in the root Cargo.toml).
 
 use lshbench::arch::Isa;
+use lshbench::corpus::FieldValue;
 use lshbench::dedup::state::{State, StateParams};
+use lshbench::dedup::survivor::{self, Keep, RankInputs, Short};
 use lshbench::dedup::{self, Corpus, Verify};
 use lshbench::exact;
 use lshbench::kernel::{self, Kernel, KernelParams};
-use lshbench::lsh::cluster::GroupMode;
+use lshbench::lsh::cluster::{self, Edge, GroupMode};
 use lshbench::lsh::index::LshIndex;
 use lshbench::lsh::scurve::{Banding, ScurveOptions};
 use lshbench::lsh::tune::{self as tuning, Targets, TuneOptions, TuneOutcome, TuneRow};
@@ -31,7 +33,9 @@ use rayon::prelude::*;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, LargeStringArray, RecordBatch, StringArray, StringViewArray};
+use arrow_array::{
+    Array, ArrayRef, Float64Array, LargeStringArray, RecordBatch, StringArray, StringViewArray,
+};
 use arrow_schema::DataType;
 
 fn value_error(e: impl std::fmt::Display) -> PyErr {
@@ -414,6 +418,27 @@ fn estimate_pairs<'py>(
     Ok(PyArray1::from_vec(py, out))
 }
 
+/// The shingler of the exact-similarity functions (no kernel), from keyword arguments with the CLI's checks.
+fn shingler_of(
+    shingle: &str,
+    lowercase: bool,
+    collapse_whitespace: bool,
+    strip_punctuation: bool,
+    seed: u64,
+) -> PyResult<Shingler> {
+    let spec = SignSpec::new(
+        "scalar",
+        1,
+        seed,
+        shingle,
+        lowercase,
+        collapse_whitespace,
+        strip_punctuation,
+        None,
+    )?;
+    Ok(Shingler::new(spec.shingle, spec.normalization, seed))
+}
+
 /// jaccard(text_a, text_b, shingle, lowercase, collapse_whitespace, strip_punctuation, seed) -> float: exact.
 #[pyfunction]
 fn jaccard(
@@ -425,17 +450,13 @@ fn jaccard(
     strip_punctuation: bool,
     seed: u64,
 ) -> PyResult<f64> {
-    let spec = SignSpec::new(
-        "scalar",
-        1,
-        seed,
+    let shingler = shingler_of(
         shingle,
         lowercase,
         collapse_whitespace,
         strip_punctuation,
-        None,
+        seed,
     )?;
-    let shingler = Shingler::new(spec.shingle, spec.normalization, seed);
     Ok(exact::jaccard(
         &exact::verification_set(&shingler, text_a),
         &exact::verification_set(&shingler, text_b),
@@ -456,17 +477,13 @@ fn jaccard_pairs<'py>(
     seed: u64,
     threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let spec = SignSpec::new(
-        "scalar",
-        1,
-        seed,
+    let shingler = shingler_of(
         shingle,
         lowercase,
         collapse_whitespace,
         strip_punctuation,
-        None,
+        seed,
     )?;
-    let shingler = Shingler::new(spec.shingle, spec.normalization, seed);
     let texts = Texts::from_py(texts)?;
     let views = texts.views()?;
     let pairs = pairs_of(&pairs, views.len())?;
@@ -613,11 +630,103 @@ fn table(py: Python<'_>, batch: RecordBatch) -> PyResult<Py<PyAny>> {
     Ok(t.into_pyarrow(py)?.unbind())
 }
 
+fn parse_keep(s: &str) -> PyResult<Keep> {
+    s.parse().map_err(value_error)
+}
+
+fn parse_short(s: &str) -> PyResult<Short> {
+    match s {
+        "exact" => Ok(Short::Exact),
+        "keep" => Ok(Short::Keep),
+        "drop" => Ok(Short::Drop),
+        _ => Err(PyValueError::new_err(format!(
+            "short `{s}`: expected exact, keep or drop"
+        ))),
+    }
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default()
+}
+
+/// The survivor values of a column policy, one per text, as the CLI reads a field: a number, a text, or missing
+/// (null, None, NaN). An Arrow array must be float64, a string type or null (the wrapper casts numeric and
+/// temporal arrays to float64); a sequence holds `int`, `float`, `str` or `None`. Booleans are refused, as the
+/// CLI refuses them in JSONL.
+fn rank_values_from_py(obj: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<FieldValue>> {
+    let number = |x: f64| {
+        if x.is_nan() {
+            FieldValue::Missing
+        } else {
+            FieldValue::Number(x)
+        }
+    };
+    let mut out = Vec::with_capacity(n);
+    if obj.hasattr("__arrow_c_array__")? || obj.hasattr("__arrow_c_stream__")? {
+        let any: AnyArray = obj.extract()?;
+        let (chunks, _field) = any.into_chunked_array()?.into_inner();
+        for c in &chunks {
+            let any = c.as_any();
+            let text =
+                |s: Option<&str>| s.map_or(FieldValue::Missing, |s| FieldValue::Text(s.into()));
+            if let Some(a) = any.downcast_ref::<Float64Array>() {
+                out.extend(a.iter().map(|x| x.map_or(FieldValue::Missing, number)));
+            } else if let Some(a) = any.downcast_ref::<StringArray>() {
+                out.extend(a.iter().map(text));
+            } else if let Some(a) = any.downcast_ref::<LargeStringArray>() {
+                out.extend(a.iter().map(text));
+            } else if let Some(a) = any.downcast_ref::<StringViewArray>() {
+                out.extend(a.iter().map(text));
+            } else if c.data_type() == &DataType::Null {
+                out.extend(std::iter::repeat_n(FieldValue::Missing, c.len()));
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "keep_values: an Arrow array of {}; expected numbers, dates, timestamps or strings",
+                    c.data_type()
+                )));
+            }
+        }
+    } else {
+        for (i, item) in obj.try_iter()?.enumerate() {
+            let item = item?;
+            out.push(if item.is_none() {
+                FieldValue::Missing
+            } else if item.is_instance_of::<pyo3::types::PyBool>() {
+                return Err(PyTypeError::new_err(format!(
+                    "keep_values[{i}]: a bool; a survivor value must be a number, a str or None"
+                )));
+            } else if let Ok(s) = item.cast::<PyString>() {
+                FieldValue::Text(s.to_cow()?.into_owned())
+            } else if let Ok(x) = item.extract::<f64>() {
+                number(x)
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "keep_values[{i}]: a {}; a survivor value must be a number, a str or None",
+                    type_name(&item)
+                )));
+            });
+        }
+    }
+    if out.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "keep_values: {} values for {n} texts",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
 /// dedup(texts, ids, threshold, bands, rows, verify, groups, kernel, num_perm, seed, shingle, lowercase,
-/// collapse_whitespace, strip_punctuation, bucket_cap, max_candidates, pair_budget, isa, threads)
-/// -> (pairs, clusters) as pyarrow Tables with the CLI's CSV columns.
+/// collapse_whitespace, strip_punctuation, bucket_cap, max_candidates, pair_budget, isa, threads, keep,
+/// keep_values, short) -> (pairs, clusters, removed, kept): the first three pyarrow Tables with the CLI's
+/// columns (`--pairs`, `--clusters`, `--removed`), `kept` a numpy bool array (true: the document survives).
+/// `keep` is a `--keep` policy; a column policy ranks by `keep_values` (one per text).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (texts, ids, threshold, bands, rows, verify, groups, kernel, num_perm, seed, shingle, lowercase, collapse_whitespace, strip_punctuation, bucket_cap, max_candidates, pair_budget, isa, threads, keep="center", keep_values=None, short="exact"))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn dedup_texts<'py>(
     py: Python<'py>,
     texts: &Bound<'py, PyAny>,
@@ -639,7 +748,10 @@ fn dedup_texts<'py>(
     pair_budget: usize,
     isa: Option<&str>,
     threads: Option<usize>,
-) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    keep: &str,
+    keep_values: Option<&Bound<'py, PyAny>>,
+    short: &str,
+) -> PyResult<(Py<PyAny>, Py<PyAny>, Py<PyAny>, Bound<'py, PyArray1<bool>>)> {
     let spec = SignSpec::new(
         kernel,
         num_perm,
@@ -651,6 +763,22 @@ fn dedup_texts<'py>(
         isa,
     )?;
     let verify = parse_verify(verify)?;
+    let keep = parse_keep(keep)?;
+    let short = parse_short(short)?;
+    let keep_values = keep_values.filter(|v| !v.is_none());
+    match (keep.field(), keep_values) {
+        (Some(_), None) => {
+            return Err(PyValueError::new_err(format!(
+                "keep `{keep}` ranks by a column: pass its values as keep_values (one per text)"
+            )));
+        }
+        (None, Some(_)) => {
+            return Err(PyValueError::new_err(format!(
+                "keep_values are only read by a column policy (max or min), not by keep `{keep}`"
+            )));
+        }
+        _ => {}
+    }
     let options = dedup::DedupOptions {
         bands,
         rows,
@@ -661,6 +789,8 @@ fn dedup_texts<'py>(
         max_candidates,
         pair_budget,
         seed,
+        keep: keep.clone(),
+        short,
         ..dedup::DedupOptions::default()
     };
     // The binding signs full-width slots (it takes no `bits`), so the S-curve is tuned in J itself.
@@ -673,10 +803,28 @@ fn dedup_texts<'py>(
         Texts::Arrow(c) => c.iter().map(|a| a.len()).sum(),
     };
     let ids = ids_from_py(ids, n, 0)?;
+    let values = match keep_values {
+        Some(v) => rank_values_from_py(v, n)?,
+        None => Vec::new(),
+    };
     let outcome = py.detach(|| -> PyResult<dedup::DedupOutcome> {
         let views = texts.views()?;
         pool.install(|| {
-            let (signatures, empty) = sign_all(&views, &shingler, kernel.as_ref());
+            let (signatures, mut empty) = sign_all(&views, &shingler, kernel.as_ref());
+            // As the CLI: short documents out of banding (marked empty) under --short keep|drop.
+            let short_docs = dedup::short_documents(views.par_iter().copied(), &shingler, short);
+            for &i in &short_docs {
+                empty[i] = true;
+            }
+            let inputs = RankInputs {
+                lengths: if keep.needs_lengths() {
+                    views.iter().map(|t| dedup::text_length(t)).collect()
+                } else {
+                    Vec::new()
+                },
+                values,
+            };
+            let rank = survivor::ranking(&keep, 0, n, &inputs, &ids).map_err(value_error)?;
             let mut corpus = Corpus {
                 ids,
                 empty,
@@ -686,6 +834,10 @@ fn dedup_texts<'py>(
                 } else {
                     vec![String::new(); views.len()]
                 },
+                rank,
+                short_docs: short_docs.into_iter().map(|i| i as u32).collect(),
+                short,
+                keep,
                 ..Corpus::default()
             };
             dedup::dedup_signed(&mut corpus, kernel.as_ref(), &shingler, &config, false)
@@ -695,7 +847,134 @@ fn dedup_texts<'py>(
     // The CLI's Parquet tables, column for column and type for type.
     let pairs = table(py, dedup::tables::pairs_batch(&outcome))?;
     let clusters = table(py, dedup::tables::clusters_batch(&outcome))?;
-    Ok((pairs, clusters))
+    let removed = table(py, dedup::tables::removed_batch(&outcome))?;
+    let kept: Vec<bool> = outcome.removed().into_iter().map(|r| !r).collect();
+    Ok((pairs, clusters, removed, PyArray1::from_vec(py, kept)))
+}
+
+/// group_ranked(n, a, b, similarity, groups, rank) -> int64 array (n,): the grouping `dedup` makes of `n`
+/// documents `0..n` from the verified edges `(a[i], b[i], similarity[i])` (in the CLI's order: sorted by a, then
+/// b), as each document's centre (-1: in no group). `rank` (one per document, lower preferred, ties by
+/// index) is the survivor ranking; without it the centre is the most connected member. The Spark job runs it
+/// on one connected component at a time, so that its groups are the CLI's.
+#[pyfunction]
+#[pyo3(signature = (n, a, b, similarity, groups, rank=None))]
+fn group_ranked<'py>(
+    py: Python<'py>,
+    n: usize,
+    a: PyReadonlyArray1<'py, i64>,
+    b: PyReadonlyArray1<'py, i64>,
+    similarity: PyReadonlyArray1<'py, f64>,
+    groups: &str,
+    rank: Option<PyReadonlyArray1<'py, i64>>,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let mode = parse_groups(groups)?;
+    let (a, b, similarity) = (a.as_array(), b.as_array(), similarity.as_array());
+    if a.len() != b.len() || a.len() != similarity.len() {
+        return Err(PyValueError::new_err(format!(
+            "a, b and similarity must have one entry per edge: lengths {}, {} and {}",
+            a.len(),
+            b.len(),
+            similarity.len()
+        )));
+    }
+    if n > u32::MAX as usize {
+        return Err(PyValueError::new_err(format!(
+            "n = {n} documents: at most {} are supported",
+            u32::MAX
+        )));
+    }
+    let node = |i: usize, x: i64| -> PyResult<u32> {
+        if x < 0 || x as usize >= n {
+            Err(PyValueError::new_err(format!(
+                "edge {i}: document {x} is outside 0..{n}"
+            )))
+        } else {
+            Ok(x as u32)
+        }
+    };
+    let edges = a
+        .iter()
+        .zip(b.iter())
+        .zip(similarity.iter())
+        .enumerate()
+        .map(|(i, ((&x, &y), &s))| {
+            Ok(Edge {
+                a: node(i, x)?,
+                b: node(i, y)?,
+                similarity: s,
+            })
+        })
+        .collect::<PyResult<Vec<Edge>>>()?;
+    let rank: Option<Vec<u32>> = match rank {
+        None => None,
+        Some(r) => {
+            let r = r.as_array();
+            if r.len() != n {
+                return Err(PyValueError::new_err(format!(
+                    "rank: {} entries for {n} documents",
+                    r.len()
+                )));
+            }
+            Some(
+                r.iter()
+                    .enumerate()
+                    .map(|(i, &x)| {
+                        u32::try_from(x).map_err(|_| {
+                            PyValueError::new_err(format!("rank[{i}] = {x} is outside 0..2**32"))
+                        })
+                    })
+                    .collect::<PyResult<_>>()?,
+            )
+        }
+    };
+    let centre = py.detach(|| {
+        let mut centre = vec![-1i64; n];
+        for g in cluster::group_ranked(n, &edges, mode, rank.as_deref()) {
+            for m in g.members {
+                centre[m as usize] = g.center as i64;
+            }
+        }
+        centre
+    });
+    Ok(PyArray1::from_vec(py, centre))
+}
+
+/// short_documents(texts, shingle, lowercase, collapse_whitespace, strip_punctuation, seed, threads) -> bool
+/// array (n,): whether each text is shorter than one shingle (what `--short keep|drop` takes out of banding).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn short_documents<'py>(
+    py: Python<'py>,
+    texts: &Bound<'py, PyAny>,
+    shingle: &str,
+    lowercase: bool,
+    collapse_whitespace: bool,
+    strip_punctuation: bool,
+    seed: u64,
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyArray1<bool>>> {
+    let shingler = shingler_of(
+        shingle,
+        lowercase,
+        collapse_whitespace,
+        strip_punctuation,
+        seed,
+    )?;
+    let pool = pool(threads)?;
+    let texts = Texts::from_py(texts)?;
+    let mask = py.detach(|| -> PyResult<Vec<bool>> {
+        let views = texts.views()?;
+        let mut mask = vec![false; views.len()];
+        // Short::Keep and Short::Drop select the same documents: those shorter than one shingle.
+        let short = pool
+            .install(|| dedup::short_documents(views.par_iter().copied(), &shingler, Short::Keep));
+        for i in short {
+            mask[i] = true;
+        }
+        Ok(mask)
+    })?;
+    Ok(PyArray1::from_vec(py, mask))
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -963,6 +1242,8 @@ fn _lshbench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scurve, m)?)?;
     m.add_function(wrap_pyfunction!(tune, m)?)?;
     m.add_function(wrap_pyfunction!(dedup_texts, m)?)?;
+    m.add_function(wrap_pyfunction!(group_ranked, m)?)?;
+    m.add_function(wrap_pyfunction!(short_documents, m)?)?;
     m.add_function(wrap_pyfunction!(kernels, m)?)?;
     m.add_function(wrap_pyfunction!(isas, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;

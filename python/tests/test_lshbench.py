@@ -413,3 +413,158 @@ def test_dedup_default_ids_are_positions():
         {"id_a": "0", "id_b": "1", "estimate": 1.0, "jaccard": 1.0, "verified_by": "exact"}
     ]
     assert clusters["id"].to_pylist() == ["0", "1"]
+
+
+# ------------------------------------------------------------------------------------------------ survivors
+
+
+def _survivor_corpus(corpus):
+    """The shipped corpus with two survivor columns: `score` (numbers with ties and missing values) and `day`
+    (ISO dates as text, some missing), seeded so the CLI reads the same values from JSONL."""
+    ids, texts = corpus
+    rng = np.random.default_rng(7)
+    score = [None if rng.random() < 0.1 else int(rng.integers(0, 20)) for _ in ids]
+    day = [None if rng.random() < 0.1 else f"2002-{rng.integers(1, 13):02d}-{rng.integers(1, 29):02d}" for _ in ids]
+    return pa.table({"id": ids, "text": texts, "score": score, "day": day})
+
+
+@pytest.fixture(scope="module")
+def survivor_table(corpus):
+    return _survivor_corpus(corpus)
+
+
+@pytest.fixture(scope="module")
+def survivor_jsonl(survivor_table, tmp_path_factory):
+    import json
+
+    path = tmp_path_factory.mktemp("survivors") / "corpus.jsonl"
+    with open(path, "w", encoding="utf-8") as f:
+        for r in survivor_table.to_pylist():
+            f.write(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n")
+    return path
+
+
+def _removed_rows(table):
+    return [("id", "survivor", "similarity", "basis", "group", "rule")] + [
+        (r["id"], r["survivor"] or "", _fmt(r["similarity"]), r["basis"], "" if r["group"] is None else str(r["group"]),
+         r["rule"])
+        for r in table.to_pylist()
+    ]
+
+
+# The CLI's flags and the Python call for each policy; `--removed` makes the CLI group by center, as a `keep`
+# policy or a Table does in Python.
+@pytest.mark.parametrize("flags,kwargs", [
+    (["--keep", "first"], dict(keep="first")),
+    (["--keep", "last", "--verify", "estimate"], dict(keep="last", verify="estimate")),
+    (["--keep", "longest"], dict(keep="longest")),
+    (["--keep", "shortest", "--groups", "components"], dict(keep="shortest", groups="components")),
+    (["--keep", "center"], dict(keep="center")),
+    (["--keep", "column:score:max"], dict(keep="column:score:max")),
+    (["--keep", "column:day:min"], dict(keep="column:day:min")),
+])
+def test_survivors_equal_cli_dedup(cli, survivor_table, survivor_jsonl, tmp_path, flags, kwargs):
+    r_csv, c_csv, k_jsonl = tmp_path / "removed.csv", tmp_path / "clusters.csv", tmp_path / "kept.jsonl"
+    cli("dedup", "--input", survivor_jsonl, *flags, "--removed", r_csv, "--clusters", c_csv, "--kept", k_jsonl)
+    res = lshbench.dedup(survivor_table, id_column="id", threads=2, **kwargs)
+    want = _csv_rows(r_csv)
+    assert len(want) > 1000
+    assert _removed_rows(res.removed) == want
+    assert [(r["id"], r["center"]) for r in res.clusters.to_pylist()] == [
+        (r[1], r[3]) for r in _csv_rows(c_csv)[1:]
+    ]
+    # The mask is the audit's complement, and the kept rows are the CLI's kept corpus, every column kept.
+    removed_ids = set(res.removed["id"].to_pylist())
+    assert res.mask.dtype == np.bool_ and len(res.mask) == survivor_table.num_rows
+    assert [not m for m in res.mask] == [i in removed_ids for i in survivor_table["id"].to_pylist()]
+    import json
+
+    kept_cli = [json.loads(line)["id"] for line in open(k_jsonl, encoding="utf-8")]
+    assert res.kept.column_names == survivor_table.column_names
+    assert res.kept["id"].to_pylist() == kept_cli
+    assert res.kept.equals(survivor_table.filter(pa.array(res.mask)))
+
+
+def test_keep_values_rank_as_the_table_column(survivor_table):
+    # The same ranking from a column, from a list with None, from numpy floats with NaN and from a pyarrow array.
+    texts, ids = survivor_table["text"], survivor_table["id"]
+    want = lshbench.dedup(survivor_table, id_column="id", keep="column:score:max", threads=2).removed
+    score = survivor_table["score"].to_pylist()
+    for values in (score, np.array([np.nan if s is None else s for s in score]), survivor_table["score"]):
+        got = lshbench.dedup(texts, ids, keep="max", keep_values=values, threads=2).removed
+        assert got.drop_columns(["rule"]).equals(want.drop_columns(["rule"]))
+        assert set(got["rule"].to_pylist()) == {"center:column:keep_values:max"}
+
+
+def test_removed_table_is_the_cli_parquet_table(cli, survivor_table, survivor_jsonl, tmp_path):
+    r_pq = tmp_path / "removed.parquet"
+    cli("dedup", "--input", survivor_jsonl, "--keep", "first", "--removed", r_pq)
+    got = lshbench.dedup(survivor_table, id_column="id", keep="first", threads=2).removed
+    want = pq.read_table(r_pq)
+    assert got.schema.equals(want.schema, check_metadata=False), (got.schema, want.schema)
+    assert got.equals(want.replace_schema_metadata(None))
+
+
+def test_groups_default_to_center_only_when_survivors_are_asked_for(corpus):
+    ids, texts = corpus
+    plain = lshbench.dedup(texts[:2000], ids[:2000], threads=2)
+    pairs, clusters = plain  # still unpacks as the two tables
+    assert pairs is plain.pairs and clusters is plain.clusters
+    assert set(plain.removed["rule"].to_pylist()) == {"components:center"}
+    assert set(lshbench.dedup(texts[:2000], ids[:2000], keep="first", threads=2).removed["rule"].to_pylist()) == {
+        "center:first"
+    }
+    assert plain.kept is None and plain.mask.sum() == 2000 - plain.removed.num_rows
+
+
+@pytest.mark.parametrize("policy", ["keep", "drop", "exact"])
+def test_short_policy_equals_cli(cli, write_jsonl, tmp_path, policy):
+    texts = ["abc", "abc", "hi", "a text long enough to hold shingles", "a text long enough to hold shingles!",
+             "", "hi"]
+    ids = [f"d{i}" for i in range(len(texts))]
+    src = write_jsonl("short.jsonl", ids, texts)
+    cli("dedup", "--input", src, "--short", policy, "--keep", "first", "--removed", tmp_path / "r.csv")
+    res = lshbench.dedup(texts, ids, short=policy, keep="first")
+    assert _removed_rows(res.removed) == _csv_rows(tmp_path / "r.csv")
+    assert [not m for m in res.mask] == [i in set(res.removed["id"].to_pylist()) for i in ids]
+
+
+def test_survivor_arguments_are_checked():
+    texts = ["one text here", "another text"]
+    table = pa.table({"text": texts, "flag": [True, False]})
+    cases = [
+        (lambda: lshbench.dedup(texts, keep="oldest"), ValueError, "keep='oldest' is not a survivor policy"),
+        (lambda: lshbench.dedup(texts, keep=3), TypeError, "keep must be a str"),
+        (lambda: lshbench.dedup(texts, keep="max"), ValueError, "ranks by keep_values"),
+        (lambda: lshbench.dedup(texts, keep="first", keep_values=[1, 2]), ValueError, "only by keep='max'"),
+        (lambda: lshbench.dedup(texts, keep="column:ts:max"), ValueError, "reads column 'ts' of a Table"),
+        (lambda: lshbench.dedup(table, keep="column:ts:max"), ValueError, "no column 'ts'"),
+        (lambda: lshbench.dedup(table, keep="column:flag:max"), TypeError, "array of bool"),
+        (lambda: lshbench.dedup(texts, keep="max", keep_values=[1]), ValueError, "1 values for 2 texts"),
+        (lambda: lshbench.dedup(texts, keep="max", keep_values=[1, True]), TypeError, "keep_values[1]: a bool"),
+        (lambda: lshbench.dedup(texts, keep="max", keep_values=[1, {}]), TypeError, "keep_values[1]: a dict"),
+        (lambda: lshbench.dedup(texts, keep="max", keep_values="ab"), TypeError, "not a single str"),
+        (lambda: lshbench.dedup(texts, keep="max", keep_values=[1, "x"]), ValueError,
+         'holds a number in document "0" and text in document "1"'),
+        (lambda: lshbench.dedup(texts, short="maybe"), ValueError, "short `maybe`: expected exact, keep or drop"),
+        (lambda: lshbench.dedup(table, text_column="body"), ValueError, "text_column='body'"),
+        (lambda: lshbench.dedup(texts, text_column="text"), TypeError, "not one"),
+        (lambda: lshbench.dedup(pa.table({"text": texts, "id": ["a", "b"]}), ["x", "y"], id_column="id"),
+         ValueError, "not both"),
+    ]
+    for call, exc, message in cases:
+        with pytest.raises(exc) as e:
+            call()
+        assert message in str(e.value), (message, str(e.value))
+
+
+def test_group_ranked_checks_its_arrays():
+    a, b, s = np.array([0, 1]), np.array([1, 2]), np.array([0.9, 0.8])
+    from lshbench import _lshbench
+
+    assert _lshbench.group_ranked(3, a, b, s, "center", None).tolist() == [1, 1, 1]
+    assert _lshbench.group_ranked(3, a, b, s, "center", np.array([0, 1, 2])).tolist() == [0, 0, -1]
+    with pytest.raises(ValueError, match="outside 0..2"):
+        _lshbench.group_ranked(2, a, b, s, "center", None)
+    with pytest.raises(ValueError, match="rank: 2 entries for 3 documents"):
+        _lshbench.group_ranked(3, a, b, s, "center", np.array([0, 1]))

@@ -23,5 +23,7 @@ def test_readme_example_runs(tmp_path, capsys):
     finally:
         os.chdir(cwd)
     assert len(scope["sigs"]) == scope["table"].num_rows == 6046
-    assert scope["pairs"].num_rows > 0 and len(scope["drop"]) > 0
+    assert scope["res"].pairs.num_rows > 0
+    survivors = scope["survivors"]
+    assert survivors.kept.num_rows + survivors.removed.num_rows == 6046 and survivors.removed.num_rows > 0
     assert capsys.readouterr().out.strip(), "the example prints the largest groups"
