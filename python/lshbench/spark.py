@@ -1,8 +1,9 @@
 """Near-duplicate detection on Apache Spark, with the answer of ``lshbench dedup``.
 
-:func:`dedup` takes a Spark DataFrame of texts and ids and returns three DataFrames with the columns of
-``lshbench dedup``'s ``--pairs``, ``--clusters`` and (the edge columns of) ``--group-report`` files. Every stage
-is a Spark operation, so nothing has to fit on the driver or in one task:
+:func:`dedup` takes a Spark DataFrame of texts and ids and returns DataFrames with the columns of ``lshbench
+dedup``'s ``--pairs``, ``--clusters``, (the edge columns of) ``--group-report`` and ``--removed`` files, and the
+kept rows of the input with every column (``--kept``), under the same survivor policies (``keep``, ``short``).
+Every stage is a Spark operation, so nothing has to fit on the driver or in one task:
 
 1. signatures and band keys: ``mapInArrow``, each Arrow batch signed by :func:`lshbench.sketch` and banded by
    :func:`lshbench.band_keys` (the CLI's kernels and band hash, so the keys are the CLI's keys);
@@ -15,17 +16,22 @@ is a Spark operation, so nothing has to fit on the driver or in one task:
 4. connected components of the verified pairs by alternating large-star and small-star (Kiveris et al.,
    "Connected Components in MapReduce and Beyond", SoCC 2014) until the edge set stops changing, each round
    checkpointed so the plan does not grow with the number of rounds;
-5. group centres (most edges, then the highest similarity sum added in the CLI's order, then the smallest
-   position), group numbers (groups ordered by their smallest member), similarity of every member to its centre.
+5. groups: under ``components`` each component with its centre (the member the survivor policy ranks first;
+   by default the most edges, then the highest similarity sum added in the CLI's order, then the smallest
+   position); under ``center`` the CLI's greedy star cover, run by the binding on one component per
+   ``applyInArrow`` call; then group numbers (groups ordered by their smallest member) and the similarity of
+   every member to its centre;
+6. survivors: the audit of removals (every member but its centre, and short documents under ``short="drop"``)
+   and the kept rows of the input, every column, by a join on the positions.
 
-A document's position (the order that decides pair orientation, centre ties and group numbers) is the value of
-``position_column`` when given (``python -m lshbench.spark`` uses each input row's file and row index, the
-order ``lshbench dedup`` reads), otherwise the DataFrame's own order.
+A document's position (the order that decides pair orientation, centre ties, group numbers and ``keep="first"``
+or ``"last"``) is the value of ``position_column`` when given (``python -m lshbench.spark`` uses each input row's
+file and row index, the order ``lshbench dedup`` reads), otherwise the DataFrame's own order.
 
 Command line::
 
     python -m lshbench.spark dedup --input corpus.parquet --text-column text --id-column id \\
-        --bands 42 --rows 3 --threshold 0.5 --output out/ [--master local[2]]
+        --bands 42 --rows 3 --threshold 0.5 --output out/ [--kept] [--removed] [--keep first] [--master local[2]]
 """
 
 from __future__ import annotations
@@ -50,19 +56,24 @@ _EMPTY_SLOT = np.uint32(0xFFFF_FFFF)
 
 @dataclass
 class DedupResult:
-    """What :func:`dedup` returns: three DataFrames and the counts of the run.
+    """What :func:`dedup` returns: five DataFrames and the counts of the run.
 
     ``pairs``: ``id_a, id_b, estimate, jaccard, verified_by``, one row per verified pair, ``id_a`` the earlier
     document, sorted by position. ``clusters``: ``group, id, size, center, is_center, similarity_to_center``,
     one row per member of each group of two or more documents, sorted by group then position. ``groups``:
     ``group, size, center, edges, min_edge, mean_edge, similarity``, the first columns of the CLI's group
-    report. ``stats``: documents, empty documents, candidates, verified pairs, components rounds, groups.
+    report. ``stats``: documents, empty documents, candidates, verified pairs, components rounds, the grouping
+    (``components`` or ``center``), groups. ``removed``: ``id, survivor, similarity, basis, group, rule``, the
+    audit of ``lshbench dedup --removed``, one row per removed document by position. ``kept``: the input
+    DataFrame's rows that survive, every column, by position (``lshbench dedup --kept``).
     """
 
     pairs: Any
     clusters: Any
     groups: Any
     stats: dict
+    removed: Any = None
+    kept: Any = None
 
 
 def _check_banding(bands: int, rows: int, num_perm: int, threshold: float) -> None:
@@ -107,7 +118,7 @@ def _rows_of(binary: pa.Array, width: int) -> np.ndarray:
 
 
 def _sign_batches(params: dict) -> Any:
-    """The mapInArrow function of stage 1: (pos, text) batches to (pos, sig, cls, keys, empty)."""
+    """The mapInArrow function of stage 1: (pos, text) batches to (pos, sig, cls, keys, empty, short)."""
 
     def sign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import lshbench as lb
@@ -133,6 +144,15 @@ def _sign_batches(params: dict) -> Any:
             )
             keys = lb.band_keys(sigs, params["bands"], params["rows"], seed=params["seed"])
             empty = np.all(sigs == _EMPTY_SLOT, axis=1)
+            if params["short"] == "exact":
+                short = np.zeros(len(empty), dtype=bool)
+            else:
+                # --short keep|drop: documents shorter than one shingle are not banded.
+                short = lb._lshbench.short_documents(
+                    texts, params["shingle"], params["lowercase"], params["collapse_whitespace"],
+                    params["strip_punctuation"], params["seed"], params["threads"],
+                )
+                empty = empty | short
             n, b = keys.shape
             key_list = pa.ListArray.from_arrays(
                 pa.array(np.arange(n + 1, dtype=np.int32) * b),
@@ -145,8 +165,9 @@ def _sign_batches(params: dict) -> Any:
                     _binary_rows(np.ascontiguousarray(sigs[:, :used])),
                     key_list,
                     pa.array(empty),
+                    pa.array(short),
                 ],
-                names=["pos", "sig", "cls", "keys", "empty"],
+                names=["pos", "sig", "cls", "keys", "empty", "short"],
             )
 
     return sign
@@ -246,6 +267,97 @@ def _components(edges: Any, use_reliable: bool, max_rounds: int = 200) -> tuple:
     return labels, rounds
 
 
+# The column that carries each document's position beside the input's own columns.
+_POS = "_lshbench_pos"
+
+
+def _survivor_order(keep: str, df: Any, text_column: str) -> tuple:
+    """The survivor policy as Spark columns: ``(keys, order)``, ``keys`` the (name, column) pairs to compute per
+    document and ``order`` the (name, ascending) sort that ranks documents best first, ending with the position
+    (``pos``); ``(None, None)`` for ``center``. The same order as ``lshbench dedup --keep`` (src/dedup/survivor.rs):
+    a column's missing values (null, NaN) last, numbers compared as numbers, strings byte by byte, dates and
+    timestamps by their value."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if keep == "center":
+        return None, None
+    if keep == "first":
+        return [], [("pos", True)]
+    if keep == "last":
+        return [], [("pos", False)]
+    if keep in ("longest", "shortest"):
+        return [("k_len", F.octet_length(F.col(text_column)))], [("k_len", keep == "shortest"), ("pos", True)]
+    name, _, order = keep[len("column:") :].rpartition(":") if keep.startswith("column:") else ("", "", "")
+    if not name or order not in ("max", "min"):
+        raise ValueError(
+            f"--keep {keep}: not a survivor policy; use center, first, last, longest, shortest, column:NAME:max "
+            "or column:NAME:min"
+        )
+    if name not in df.columns:
+        raise ValueError(f"--keep {keep}: the DataFrame has no column {name!r} (columns: {', '.join(df.columns)})")
+    dtype = df.schema[name].dataType
+    column = F.col(name)
+    if isinstance(dtype, T.StringType):
+        value = column
+    elif isinstance(dtype, T.NumericType):
+        value = F.when(F.isnan(column.cast("double")), F.lit(None)).otherwise(column.cast("double"))
+    elif isinstance(dtype, T.DateType):
+        value = F.unix_date(column).cast("double")
+    elif isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
+        value = F.unix_micros(column.cast("timestamp")).cast("double")
+    else:
+        raise ValueError(
+            f"--keep {keep}: column {name!r} is {dtype.simpleString()}; a survivor column holds numbers, dates, "
+            "timestamps or strings"
+        )
+    return (
+        [("k_missing", value.isNull().cast("int")), ("k_value", value)],
+        [("k_missing", True), ("k_value", order == "min"), ("pos", True)],
+    )
+
+
+def _cover(order: Optional[list]) -> Any:
+    """The grouped applyInArrow function of ``groups="center"``: one connected component's verified edges ``(a, b,
+    similarity)``, with each end's survivor keys (``a_NAME``, ``b_NAME``), to ``(node, centre)`` for every member of
+    a star group. The greedy cover itself is the CLI's (``lsh::cluster::group_ranked`` through the binding), on
+    the component's documents in position order: a component's edges are all the edges of its documents, so
+    the degrees, similarity sums and the cover are those of the whole corpus."""
+
+    def cover(table: pa.Table) -> pa.Table:
+        import pyarrow.compute as pc
+
+        from lshbench import _lshbench
+
+        a, b = table.column("a").to_numpy(), table.column("b").to_numpy()
+        nodes, local = np.unique(np.concatenate([a, b]), return_inverse=True)
+        m = len(a)
+        # Edges in the CLI's order: by the first document's position, then the second's.
+        e = np.lexsort((local[m:], local[:m]))
+        la, lb = local[:m][e].astype(np.int64), local[m:][e].astype(np.int64)
+        similarity = table.column("similarity").to_numpy()[e].astype(np.float64)
+        rank = None
+        if order is not None:
+            first = np.unique(local, return_index=True)[1]
+            keys = {"pos": pa.array(nodes)}
+            for name, _ in order:
+                if name != "pos":
+                    both = pa.chunked_array(
+                        table.column(f"a_{name}").chunks + table.column(f"b_{name}").chunks
+                    ).combine_chunks()
+                    keys[name] = both.take(pa.array(first))
+            best_first = pc.sort_indices(
+                pa.table(keys), sort_keys=[(n, "ascending" if asc else "descending") for n, asc in order]
+            ).to_numpy()
+            rank = np.empty(len(nodes), dtype=np.int64)
+            rank[best_first] = np.arange(len(nodes))
+        centre = _lshbench.group_ranked(len(nodes), la, lb, similarity, "center", rank)
+        grouped = centre >= 0
+        return pa.table({"node": nodes[grouped], "centre": nodes[centre[grouped]]})
+
+    return cover
+
+
 def dedup(
     df: Any,
     *,
@@ -267,8 +379,11 @@ def dedup(
     max_candidates: int = 20_000_000,
     threads_per_task: int = 1,
     checkpoint_dir: Optional[str] = None,
+    groups: Optional[str] = None,
+    keep: Optional[str] = None,
+    short: str = "exact",
 ) -> DedupResult:
-    """Near-duplicates of the texts of ``df``, as ``lshbench dedup --groups components`` finds them.
+    """Near-duplicates of the texts of ``df``, as ``lshbench dedup`` finds them, and the survivors.
 
     df: a Spark DataFrame with a string column ``text_column`` and an id column ``id_column`` (cast to string).
     position_column: an integer column giving each document's position (distinct values; the order of the
@@ -278,12 +393,30 @@ def dedup(
     threads_per_task: threads each Spark task signs and scores with (1 when Spark runs a task per core).
     checkpoint_dir: the directory for the components' checkpoints; default: the SparkContext's checkpoint
         directory if one is set, else a new temporary directory (set it to shared storage on a cluster).
+    groups: ``components`` (connected components) or ``center`` (the CLI's greedy star cover in survivor order,
+        run per connected component: every removed document pairs with its survivor, no two kept documents form
+        a pair). ``None``: ``center`` when a ``keep`` policy is given (the CLI defaults to center when it writes
+        survivors), else ``components``.
+    keep: the survivor policy, as ``--keep``: ``center`` (default), ``first``, ``last`` (by position),
+        ``longest``, ``shortest`` (UTF-8 bytes), ``column:NAME:max`` or ``column:NAME:min`` (a numeric, date,
+        timestamp or string column of ``df``; null and NaN never survive a value).
+    short: documents shorter than one shingle, as ``--short``: ``exact``, ``keep`` (never matched) or ``drop``
+        (removed, rule ``short:drop``).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     threshold = float(threshold)
     _check_banding(bands, rows, num_perm, threshold)
+    if groups is None:
+        groups = "components" if keep is None else "center"
+    if groups not in ("components", "center"):
+        raise ValueError(f"groups must be components or center, not {groups!r}")
+    keep = "center" if keep is None else keep
+    if short not in ("exact", "keep", "drop"):
+        raise ValueError(f"short must be exact, keep or drop, not {short!r}")
+    if _POS in df.columns:
+        raise ValueError(f"the DataFrame has a column {_POS!r}, which this job uses for positions: rename it")
     if verify not in ("exact", "estimate", "none"):
         raise ValueError(f"verify must be exact, estimate or none, not {verify!r}")
     if kernel not in lshbench.kernels():
@@ -295,6 +428,7 @@ def dedup(
             raise ValueError(f"the DataFrame has no column {col!r} (columns: {', '.join(df.columns)})")
     if not isinstance(df.schema[text_column].dataType, T.StringType):
         raise ValueError(f"column {text_column!r} is {df.schema[text_column].dataType.simpleString()}, not string")
+    rank_keys, rank_order = _survivor_order(keep, df, text_column)
 
     spark = df.sparkSession
     sc = spark.sparkContext
@@ -315,10 +449,17 @@ def dedup(
         collapse_whitespace=bool(collapse_whitespace),
         strip_punctuation=bool(strip_punctuation),
         threads=int(threads_per_task),
+        short=short,
     )
     pos = F.col(position_column).cast("long") if position_column else F.monotonically_increasing_id()
-    base = df.select(
-        pos.alias("pos"), F.col(id_column).cast("string").alias("id"), F.col(text_column).alias("text")
+    # Every input column with its position, for the kept rows.
+    full = df.withColumn(_POS, pos)
+    if position_column is None:
+        # Fixes the positions monotonically_increasing_id gives (the texts are read again for verification and
+        # the kept rows are read from it).
+        full = _checkpoint(full, True)
+    base = full.select(
+        F.col(_POS).alias("pos"), F.col(id_column).cast("string").alias("id"), F.col(text_column).alias("text")
     )
     nulls = base.agg(
         F.count(F.when(F.col("id").isNull(), 1)).alias("id"),
@@ -331,12 +472,9 @@ def dedup(
                 f"column {column!r}: {nulls[what]} null value(s); every document needs a {what} "
                 "(drop or fill the nulls first)"
             )
-    if position_column is None:
-        # Fixes the positions monotonically_increasing_id gives (the texts are read again for verification).
-        base = _checkpoint(base, True)
 
     # 1. Signatures and band keys, per Arrow batch.
-    sign_schema = "pos long, sig binary, cls binary, keys array<long>, empty boolean"
+    sign_schema = "pos long, sig binary, cls binary, keys array<long>, empty boolean, short boolean"
     signed = _checkpoint(
         base.select("pos", "text").mapInArrow(_sign_batches(params), sign_schema), True
     )
@@ -466,33 +604,61 @@ def dedup(
     # 4. Connected components.
     labels, rounds = _components(verified.select(F.col("a").alias("u"), F.col("b").alias("v")), True)
 
-    # 5. Centres: most edges, then the highest similarity sum (added in the CLI's order: by the other
-    #    document's position), then the smallest position.
-    ends = verified.select(F.col("a").alias("node"), F.col("b").alias("other"), "similarity").union(
-        verified.select(F.col("b").alias("node"), F.col("a").alias("other"), "similarity")
-    )
-    weights = ends.groupBy("node").agg(
-        F.count("*").alias("degree"),
-        F.aggregate(
-            F.array_sort(F.collect_list(F.struct("other", "similarity"))),
-            F.lit(0.0).cast("double"),
-            lambda acc, x: acc + x["similarity"],
-        ).alias("weight"),
-    )
-    node_info = labels.join(weights, "node")
-    groups_core = node_info.groupBy("root").agg(
-        F.count("*").alias("size"),
-        F.min(F.struct((-F.col("degree")).alias("d"), (-F.col("weight")).alias("w"), F.col("node").alias("c")))[
-            "c"
-        ].alias("centre"),
-    )
-    # Group numbers: groups ordered by their smallest member (the root), numbered from 0 without one task.
-    numbered = groups_core.select("root").rdd.map(lambda r: r[0]).sortBy(lambda x: x).zipWithIndex()
-    numbers = spark.createDataFrame(numbered, "root long, group long")
-    group_table = _checkpoint(groups_core.join(numbers, "root"), True)
+    # 5. Groups: each grouped document's centre (its survivor).
+    if rank_order is not None:
+        # The survivor keys of every document (only grouped ones are looked at).
+        keyed_docs = full.select(F.col(_POS).alias("pos"), *[c.alias(n) for n, c in rank_keys])
+    if groups == "center":
+        # The star cover, one connected component per call: its edges with both ends' survivor keys.
+        key_names = [n for n, _ in rank_keys or []]
+        comp_edges = verified.join(labels.withColumnRenamed("node", "a"), "a").select("root", "a", "b", "similarity")
+        if key_names:
+            for end in ("a", "b"):
+                comp_edges = comp_edges.join(
+                    keyed_docs.select(F.col("pos").alias(end), *[F.col(n).alias(f"{end}_{n}") for n in key_names]),
+                    end,
+                )
+        assignment = comp_edges.groupBy("root").applyInArrow(_cover(rank_order), "node long, centre long")
+    elif rank_order is None:
+        # Components, centred on the most edges, then the highest similarity sum (added in the CLI's order: by
+        # the other document's position), then the smallest position.
+        ends = verified.select(F.col("a").alias("node"), F.col("b").alias("other"), "similarity").union(
+            verified.select(F.col("b").alias("node"), F.col("a").alias("other"), "similarity")
+        )
+        weights = ends.groupBy("node").agg(
+            F.count("*").alias("degree"),
+            F.aggregate(
+                F.array_sort(F.collect_list(F.struct("other", "similarity"))),
+                F.lit(0.0).cast("double"),
+                lambda acc, x: acc + x["similarity"],
+            ).alias("weight"),
+        )
+        centres = labels.join(weights, "node").groupBy("root").agg(
+            F.min(F.struct((-F.col("degree")).alias("d"), (-F.col("weight")).alias("w"), F.col("node").alias("c")))[
+                "c"
+            ].alias("centre")
+        )
+        assignment = labels.join(centres, "root").select("node", "centre")
+    else:
+        # Components, centred on the member the survivor policy ranks first.
+        from pyspark.sql import Window
+
+        by_policy = Window.partitionBy("root").orderBy(
+            *[F.col(n).asc() if asc else F.col(n).desc() for n, asc in rank_order]
+        )
+        ranked = labels.join(keyed_docs.withColumnRenamed("pos", "node"), "node").withColumn(
+            "pos", F.col("node")
+        )
+        assignment = ranked.withColumn("centre", F.first("node").over(by_policy)).select("node", "centre")
+    assignment = _checkpoint(assignment, True)
+    groups_core = assignment.groupBy("centre").agg(F.count("*").alias("size"), F.min("node").alias("first"))
+    # Group numbers: groups ordered by their smallest member, numbered from 0 without one task.
+    numbered = groups_core.select("first").rdd.map(lambda r: r[0]).sortBy(lambda x: x).zipWithIndex()
+    numbers = spark.createDataFrame(numbered, "first long, group long")
+    group_table = _checkpoint(groups_core.join(numbers, "first"), True)
 
     # Similarity of each member to its centre: the exact Jaccard (verify exact) or the estimate.
-    member_rows = labels.join(group_table, "root").select(
+    member_rows = assignment.join(group_table, "centre").select(
         "group", "size", "centre", F.col("node").alias("a"), F.col("centre").alias("b")
     )
     to_score = member_rows.where(F.col("a") != F.col("b")).select("a", "b")
@@ -502,7 +668,7 @@ def dedup(
     to_centre = scored_to_centre.mapInArrow(
         _score_batches(params, exact), "a long, b long, estimate double, jaccard double"
     ).select("a", "b", F.coalesce(F.col("jaccard"), F.col("estimate")).alias("sim"))
-    clusters = (
+    grouped = (
         member_rows.join(to_centre, ["a", "b"], "left")
         .join(ids.select(F.col("pos").alias("a"), "id"), "a")
         .join(ids.select(F.col("pos").alias("centre"), F.col("id").alias("center")), "centre")
@@ -517,14 +683,18 @@ def dedup(
             .alias("similarity_to_center"),
             F.col("a").alias("_pos"),
         )
-        .orderBy("group", "_pos")
-        .drop("_pos")
     )
+    grouped = _checkpoint(grouped, True)
+    clusters = grouped.orderBy("group", "_pos").drop("_pos")
 
     # The group report's edge columns: edges inside the group, their min and mean (summed in pair order).
+    ga = assignment.select(F.col("node").alias("a"), F.col("centre"))
+    gb = assignment.select(F.col("node").alias("b"), F.col("centre").alias("centre_b"))
     edge_stats = (
-        verified.join(labels.withColumnRenamed("node", "a"), "a")
-        .groupBy("root")
+        verified.join(ga, "a")
+        .join(gb, "b")
+        .where(F.col("centre") == F.col("centre_b"))
+        .groupBy("centre")
         .agg(
             F.count("*").alias("edges"),
             F.min("similarity").alias("min_edge"),
@@ -535,8 +705,8 @@ def dedup(
             ).alias("sum_edge"),
         )
     )
-    groups = (
-        group_table.join(edge_stats, "root")
+    groups_report = (
+        group_table.join(edge_stats, "centre")
         .join(ids.select(F.col("pos").alias("centre"), F.col("id").alias("center")), "centre")
         .select(
             "group",
@@ -549,29 +719,61 @@ def dedup(
         )
         .orderBy("group")
     )
+
+    # 6. Survivors: the audit of removals (`lshbench dedup --removed`) and the kept rows.
+    removals = grouped.where(~F.col("is_center")).select(
+        F.col("_pos").alias("pos"),
+        "id",
+        F.col("center").alias("survivor"),
+        F.col("similarity_to_center").alias("similarity"),
+        F.lit("exact" if exact else "estimate").alias("basis"),
+        "group",
+        F.lit(f"{groups}:{keep}").alias("rule"),
+    )
+    if short == "drop":
+        removals = removals.unionByName(
+            signed.where(F.col("short"))
+            .join(ids, "pos")
+            .select(
+                "pos",
+                "id",
+                F.lit(None).cast("string").alias("survivor"),
+                F.lit(None).cast("double").alias("similarity"),
+                F.lit("").alias("basis"),
+                F.lit(None).cast("long").alias("group"),
+                F.lit("short:drop").alias("rule"),
+            )
+        )
+    removed = removals.orderBy("pos").drop("pos")
+    kept = (
+        full.join(removals.select(F.col("pos").alias(_POS)), _POS, "left_anti").orderBy(_POS).drop(_POS)
+    )
     stats = dict(
         documents=documents,
         empty_documents=documents - banded,
         candidates=n_candidates,
         verified=n_verified,
         component_rounds=rounds,
+        grouping=groups,
         groups=group_table.count(),
     )
-    return DedupResult(pairs=pairs, clusters=clusters, groups=groups, stats=stats)
+    return DedupResult(pairs=pairs, clusters=clusters, groups=groups_report, stats=stats, removed=removed, kept=kept)
 
 
-def _read_input(spark: Any, path: str, text_column: str, id_column: str) -> Any:
-    """Reads Parquet with each row's position in the input: files in name order, rows in file order."""
+def _read_input(spark: Any, path: str) -> Any:
+    """Reads Parquet, every column, with each row's position in the input (``_position``): files in name order,
+    rows in file order."""
     from pyspark.sql import functions as F
 
     df = spark.read.parquet(path)
-    df = df.select(text_column, id_column, "_metadata.file_path", "_metadata.row_index")
-    files = sorted(r[0] for r in df.select("file_path").distinct().collect())  # one row per input file
+    columns = df.columns
+    df = df.select("*", F.col("_metadata.file_path").alias("_file_path"), "_metadata.row_index")
+    files = sorted(r[0] for r in df.select("_file_path").distinct().collect())  # one row per input file
     if len(files) >= 1 << 23:
         raise ValueError(f"{path}: {len(files)} files; at most 2**23 are supported")
-    index = spark.createDataFrame([(f, i) for i, f in enumerate(files)], "file_path string, file_index long")
-    return df.join(F.broadcast(index), "file_path").select(
-        text_column, id_column, (F.col("file_index") * F.lit(1 << 40) + F.col("row_index")).alias("_position")
+    index = spark.createDataFrame([(f, i) for i, f in enumerate(files)], "_file_path string, file_index long")
+    return df.join(F.broadcast(index), "_file_path").select(
+        *columns, (F.col("file_index") * F.lit(1 << 40) + F.col("row_index")).alias("_position")
     )
 
 
@@ -609,6 +811,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--text-column", default="text")
     p.add_argument("--id-column", default="id")
     p.add_argument("--output", required=True, help="directory for pairs.parquet, clusters.parquet, groups.parquet")
+    p.add_argument("--kept", action="store_true", help="also write kept.parquet: the surviving rows, every column")
+    p.add_argument("--removed", action="store_true", help="also write removed.parquet: the audit of removals")
+    p.add_argument(
+        "--groups", choices=["components", "center"],
+        help="default: center with --kept or --removed, else components (as lshbench dedup)",
+    )
+    p.add_argument("--keep", default="center", help="survivor policy: center, first, last, longest, shortest, "
+                   "column:NAME:max|min")
+    p.add_argument("--short", choices=["exact", "keep", "drop"], default="exact")
     p.add_argument("--bands", type=int, required=True)
     p.add_argument("--rows", type=int, required=True)
     p.add_argument("--threshold", type=float, default=0.5)
@@ -638,7 +849,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     own_session = SparkSession.getActiveSession() is None
     spark = _session(args.master, args.shuffle_partitions)
     try:
-        df = _read_input(spark, args.input, args.text_column, args.id_column)
+        df = _read_input(spark, args.input)
+        survivors = args.kept or args.removed
         result = dedup(
             df,
             text_column=args.text_column,
@@ -659,18 +871,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             max_candidates=args.max_candidates,
             threads_per_task=args.threads_per_task,
             checkpoint_dir=args.checkpoint_dir,
+            groups=args.groups or ("center" if survivors else "components"),
+            keep=args.keep,
+            short=args.short,
         )
         out = args.output.rstrip("/")
         result.pairs.write.mode("overwrite").parquet(f"{out}/pairs.parquet")
         result.clusters.write.mode("overwrite").parquet(f"{out}/clusters.parquet")
         result.groups.write.mode("overwrite").parquet(f"{out}/groups.parquet")
+        written = ["pairs", "clusters", "groups"]
+        if args.removed:
+            result.removed.write.mode("overwrite").parquet(f"{out}/removed.parquet")
+            written.append("removed")
+        if args.kept:
+            result.kept.drop("_position").write.mode("overwrite").parquet(f"{out}/kept.parquet")
+            written.append("kept")
         s = result.stats
         print(
             f"documents: {s['documents']} read, {s['empty_documents']} empty (never candidates)\n"
             f"candidates: {s['candidates']} pairs\n"
             f"verified ({args.verify}, similarity >= {args.threshold}): {s['verified']} pairs\n"
-            f"groups (components, {s['component_rounds']} large-star/small-star rounds): {s['groups']}\n"
-            f"wrote {out}/pairs.parquet, {out}/clusters.parquet, {out}/groups.parquet"
+            f"groups ({s['grouping']}, {s['component_rounds']} large-star/small-star rounds): {s['groups']}\n"
+            f"wrote {', '.join(f'{out}/{name}.parquet' for name in written)}"
         )
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

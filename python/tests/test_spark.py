@@ -48,15 +48,21 @@ def spark():
     session.stop()
 
 
-@pytest.fixture(scope="module")
-def parquet_corpus(tmp_path_factory):
-    """data/spamassassin.jsonl.gz as Parquet (id, text), in the order of the JSONL file."""
+def _shipped_corpus():
+    """(ids, texts) of data/spamassassin.jsonl.gz, in file order."""
     ids, texts = [], []
     with gzip.open(ROOT / "data" / "spamassassin.jsonl.gz", "rt", encoding="utf-8") as f:
         for line in f:
             rec = json.loads(line)
             ids.append(str(rec["id"]))
             texts.append(rec["text"])
+    return ids, texts
+
+
+@pytest.fixture(scope="module")
+def parquet_corpus(tmp_path_factory):
+    """data/spamassassin.jsonl.gz as Parquet (id, text), in the order of the JSONL file."""
+    ids, texts = _shipped_corpus()
     path = tmp_path_factory.mktemp("corpus") / "corpus.parquet"
     pq.write_table(pa.table({"id": ids, "text": texts}), path, row_group_size=1000)
     return path
@@ -82,11 +88,13 @@ def head_corpus(tmp_path_factory):
     binary = os.environ.get("LSHBENCH_BIN") or str(ROOT / "target" / "release" / "lshbench")
     proc = subprocess.run(
         [binary, "dedup", "--input", str(d / "head.jsonl"), *BANDING, "--pairs", str(d / "p.csv"),
-         "--clusters", str(d / "c.csv")],
+         "--clusters", str(d / "c.csv"), "--groups", "components", "--keep", "longest", "--removed", str(d / "r.csv"),
+         "--kept", str(d / "k.jsonl")],
         check=True, capture_output=True, text=True,
     )
     candidates = int(re.search(r"^candidates: (\d+) pairs", proc.stdout, re.M).group(1))
-    return d / "head.parquet", (_csv(d / "p.csv"), _csv(d / "c.csv"), candidates)
+    kept = [json.loads(line)["id"] for line in open(d / "k.jsonl", encoding="utf-8")]
+    return d / "head.parquet", (_csv(d / "p.csv"), _csv(d / "c.csv"), candidates, _csv(d / "r.csv"), kept)
 
 
 def _csv(path):
@@ -116,6 +124,12 @@ def cli_answer(tmp_path_factory):
         candidates = int(re.search(r"^candidates: (\d+) pairs", proc.stdout, re.M).group(1))
         out[verify] = (_csv(d / "p.csv"), _csv(d / "c.csv"), _csv(d / "g.csv"), candidates)
     return out
+
+
+def _removed_row(r):
+    """A row of the removal audit as the CLI's CSV prints it."""
+    return {"id": r["id"], "survivor": r["survivor"] or "", "similarity": _fmt(r["similarity"]), "basis": r["basis"],
+            "group": "" if r["group"] is None else str(r["group"]), "rule": r["rule"]}
 
 
 def _groups_as_sets(cluster_rows):
@@ -180,12 +194,13 @@ def test_spark_dedup_equals_cli_dedup(spark, parquet_corpus, cli_answer, partiti
 def test_command_line_writes_the_cli_tables(head_corpus, tmp_path, spark, capsys):
     # `main` as `python -m lshbench.spark` calls it, in this process: it uses the module's running session and
     # leaves it running, instead of starting a second JVM (the entry point itself is run in the test below).
-    corpus, (want_pairs, want_clusters, want_candidates) = head_corpus
+    corpus, (want_pairs, want_clusters, want_candidates, want_removed, want_kept) = head_corpus
     assert len(want_pairs) > 100 and len(want_clusters) > 100
     out = tmp_path / "out"
     status = lspark.main(
         ["dedup", "--input", str(corpus), "--text-column", "text", "--id-column", "id", *BANDING, "--output",
-         str(out), "--master", "local[2]", "--shuffle-partitions", "4"]
+         str(out), "--master", "local[2]", "--shuffle-partitions", "4", "--groups", "components", "--keep", "longest",
+         "--removed", "--kept"]
     )
     printed = capsys.readouterr()
     assert status == 0, printed.err[-3000:]
@@ -207,6 +222,13 @@ def test_command_line_writes_the_cli_tables(head_corpus, tmp_path, spark, capsys
     ]
     assert f"candidates: {want_candidates} pairs" in printed.out
     assert f"verified (exact, similarity >= 0.5): {len(want_pairs)} pairs" in printed.out
+    # The survivors of `--keep longest`: the CLI's audit row for row, and its kept rows with every input column.
+    removed = pq.read_table(out / "removed.parquet")
+    assert removed.column_names == ["id", "survivor", "similarity", "basis", "group", "rule"]
+    assert [_removed_row(r) for r in removed.to_pylist()] == want_removed
+    kept = pq.read_table(out / "kept.parquet")
+    assert kept.column_names == ["id", "text"]
+    assert kept["id"].to_pylist() == want_kept
 
 
 def test_command_line_entry_point_names_a_missing_input(tmp_path):
@@ -308,3 +330,73 @@ def test_entry_point_runs_its_local_workers_on_its_own_interpreter(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"worker: {sys.executable}" in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.fixture(scope="module")
+def survivor_corpus(tmp_path_factory):
+    """The shipped corpus as Parquet with a survivor column `score` (integers with ties and nulls) and four texts
+    shorter than one shingle, and the CLI's survivors on that file under two policies (the default grouping of
+    `--removed`: center), the second with `--short drop`."""
+    ids, texts = _shipped_corpus()
+    ids, texts = ids + ["short-0", "short-1", "short-2", "short-3"], texts + ["hi", "hi", "abc", ""]
+    rng = random.Random(11)
+    score = [None if rng.random() < 0.1 else rng.randrange(20) for _ in ids]
+    d = tmp_path_factory.mktemp("survivors")
+    path = d / "corpus.parquet"
+    pq.write_table(pa.table({"id": ids, "text": texts, "score": score}), path, row_group_size=1000)
+    binary = os.environ.get("LSHBENCH_BIN") or str(ROOT / "target" / "release" / "lshbench")
+    want = {}
+    for keep, short in SURVIVOR_RUNS:
+        out = d / keep.replace(":", "-")
+        out.mkdir()
+        subprocess.run(
+            [binary, "dedup", "--input", str(path), "--id-column", "id", *BANDING, "--keep", keep, "--short", short,
+             "--clusters", str(out / "c.csv"), "--group-report", str(out / "g.csv"), "--removed", str(out / "r.csv"),
+             "--kept", str(out / "k.jsonl")],
+            check=True, capture_output=True, text=True,
+        )
+        kept = [json.loads(line)["id"] for line in open(out / "k.jsonl", encoding="utf-8")]
+        want[keep] = (_csv(out / "c.csv"), _csv(out / "g.csv"), _csv(out / "r.csv"), kept)
+    return path, want
+
+
+# The greedy star cover per component, under two policies, on the whole corpus (each about as long as one run
+# above); the short documents are matched whole (two of them a group) in the first, dropped in the second.
+SURVIVOR_RUNS = [("first", "exact"), ("column:score:max", "drop")]
+
+
+@pytest.mark.parametrize("keep,short", SURVIVOR_RUNS)
+def test_spark_survivors_equal_cli_dedup(spark, survivor_corpus, keep, short):
+    path, want = survivor_corpus
+    want_clusters, want_groups, want_removed, want_kept = want[keep]
+    assert ("short:drop" in {r["rule"] for r in want_removed}) == (short == "drop")
+    df = spark.read.parquet(str(path)).select("id", "text", "score", "_metadata.row_index").repartition(3)
+    result = lspark.dedup(df, position_column="row_index", bands=42, rows=3, threshold=0.5, keep=keep, short=short)
+    assert result.stats["grouping"] == "center"
+    clusters = [r.asDict() for r in result.clusters.collect()]
+    assert [(str(r["group"]), r["id"], r["center"]) for r in clusters] == [
+        (r["group"], r["id"], r["center"]) for r in want_clusters
+    ]
+    assert [(str(r["group"]), r["center"], str(r["edges"]), _fmt(r["mean_edge"])) for r in result.groups.collect()] == [
+        (r["group"], r["center"], r["edges"], r["mean_edge"]) for r in want_groups
+    ]
+    assert len(want_removed) > 1000
+    assert [_removed_row(r.asDict()) for r in result.removed.collect()] == want_removed
+    kept = result.kept
+    assert kept.columns == ["id", "text", "score", "row_index"]
+    assert [r["id"] for r in kept.select("id").collect()] == want_kept
+
+
+def test_survivor_arguments_are_refused_before_any_work(spark):
+    df = spark.createDataFrame([(0, "a", "some text", True)], "pos long, id string, text string, flag boolean")
+    cases = [
+        (dict(keep="column:ts:max"), "no column 'ts'"),
+        (dict(keep="column:flag:max"), "column 'flag' is boolean; a survivor column holds numbers"),
+        (dict(keep="oldest"), "--keep oldest: not a survivor policy"),
+        (dict(groups="cliques"), "groups must be components or center"),
+        (dict(short="maybe"), "short must be exact, keep or drop"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError) as e:
+            lspark.dedup(df, position_column="pos", bands=42, rows=3, **kwargs)
+        assert message in str(e.value), (message, str(e.value))
