@@ -71,7 +71,7 @@ fn needed_mib(msg: &str) -> u64 {
 /// The promise of `--memory-limit`: on the shipped corpus, at the smallest limit the CLI accepts (found by
 /// raising the limit to each refusal's stated need), 8 MiB above it, 64M and 96M, on 1 and 2 threads, a run is
 /// either refused before its heavy work with the reason, or peaks under its limit; an accepted run's pairs are
-/// the in-memory run's. The binary is this build's (a debug build's code is larger than a release build's, and
+/// the in-memory run's; and every limit 8 MiB or more above the floor is accepted. The binary is this build's (a debug build's code is larger than a release build's, and
 /// counted as such).
 #[test]
 fn the_cli_peaks_under_its_memory_limit_or_refuses_it() {
@@ -109,8 +109,11 @@ fn the_cli_peaks_under_its_memory_limit_or_refuses_it() {
             let (ok, err, peak) =
                 cli_dedup(&["--threads", threads, "--memory-limit", &arg], dir.path());
             if !ok {
+                // The estimate counts the process's resident set as measured at the start of the run, which
+                // differs between runs by a megabyte or two (thread start-up, the gzip read-ahead): a limit
+                // accepted once at the floor may be refused the next time, never one 8 MiB above it.
                 assert!(
-                    limit < floor && err.contains("Raise --memory-limit"),
+                    limit <= floor && err.contains("Raise --memory-limit"),
                     "{threads} threads, {arg}: {err}"
                 );
                 continue;
