@@ -1,4 +1,5 @@
-//! What machine a result came from: CPU model, CPU features, git commit. Every result records these.
+//! What machine a result came from: CPU model, vendor, family and model numbers, CPU features, git commit.
+//! Every result records these.
 
 use std::process::Command;
 
@@ -14,6 +15,52 @@ pub fn cpu_model() -> String {
         }
     }
     "unknown".to_string()
+}
+
+/// The CPU's vendor, family, model and stepping as the OS reports them (`/proc/cpuinfo` on Linux), such as
+/// "AuthenticAMD family 25 model 17 stepping 1", or "" where it does not. Two CPUs that print the same model
+/// name (a VM's "AMD EPYC" is Zen 3 or Zen 4) differ here.
+pub fn cpu_id() -> String {
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return String::new();
+    };
+    cpu_id_from(&info)
+}
+
+fn cpu_id_from(info: &str) -> String {
+    let field = |key: &str| {
+        info.lines()
+            .take_while(|l| !l.trim().is_empty())
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == key).then(|| v.trim().to_string())
+            })
+    };
+    let mut out = Vec::new();
+    if let Some(v) = field("vendor_id") {
+        out.push(v);
+    }
+    for (key, label) in [
+        ("cpu family", "family"),
+        ("model", "model"),
+        ("stepping", "stepping"),
+    ] {
+        if let Some(v) = field(key) {
+            out.push(format!("{label} {v}"));
+        }
+    }
+    out.join(" ")
+}
+
+/// The CPU model name with its vendor, family and model numbers in parentheses where the OS reports them:
+/// what every result records as its CPU.
+pub fn cpu_name() -> String {
+    let id = cpu_id();
+    if id.is_empty() {
+        cpu_model()
+    } else {
+        format!("{} ({id})", cpu_model())
+    }
 }
 
 /// The SIMD-relevant CPU features detected at run time, in a fixed order.
@@ -84,10 +131,28 @@ pub fn git_commit() -> String {
 pub fn describe() -> String {
     format!(
         "{} | {} logical CPUs | {} {} | features: {}",
-        cpu_model(),
+        cpu_name(),
         logical_cpus(),
         std::env::consts::OS,
         std::env::consts::ARCH,
         cpu_features().join(" ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_id_names_vendor_family_model_and_stepping_of_the_first_cpu() {
+        let info = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n\
+                    model name\t: AMD EPYC\nstepping\t: 1\n\nprocessor\t: 1\nvendor_id\t: Other\n";
+        assert_eq!(
+            cpu_id_from(info),
+            "AuthenticAMD family 25 model 17 stepping 1"
+        );
+        // "model name" is not "model".
+        assert_eq!(cpu_id_from("model name\t: X\n"), "");
+        assert_eq!(cpu_id_from(""), "");
+    }
 }

@@ -67,18 +67,94 @@ pub fn write_summary(
     }
     md.push_str("## Self-checks\n\n");
     md.push_str(&checks.write(ctx)?);
+    md.push_str("\n## Provenance\n\n");
+    let computed = cell_provenance(&ctx.dir.join("cells"));
+    if !computed.is_empty() {
+        // Finished cells are reused by later runs, so the rows may come from other machines and commits than
+        // the run that wrote this summary: each is named.
+        md.push_str("- rows computed on (CPU, instruction set of the kernels, commit: cells):\n");
+        for ((cpu, isa, commit), cells) in &computed {
+            md.push_str(&format!("  - {cpu}, {isa}, {commit}: {cells}\n"));
+        }
+    }
     md.push_str(&format!(
-        "\n## Provenance\n\n- machine: {}\n- commit: {}\n- regenerate: `{}`\n",
+        "- summary written on: {}; instruction set {}; commit {}\n- regenerate: `{}`\n",
         ctx.meta.machine,
+        ctx.dispatch.isa().name(),
         ctx.meta.git_commit,
         ctx.command()
     ));
     ctx.write_file("summary.md", &md)
 }
 
+/// The distinct (CPU, instruction set, commit) of the rows in the cell files under `dir`, with the number of
+/// cells each computed. A file or row without those columns counts as "unrecorded".
+fn cell_provenance(
+    dir: &std::path::Path,
+) -> std::collections::BTreeMap<(String, String, String), usize> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for path in entries.flatten().map(|e| e.path()) {
+        if path.extension().is_none_or(|e| e != "csv") {
+            continue;
+        }
+        let Ok(mut reader) = csv::Reader::from_path(&path) else {
+            continue;
+        };
+        let Ok(header) = reader.headers().cloned() else {
+            continue;
+        };
+        let col = |name: &str| header.iter().position(|h| h == name);
+        let (cpu, isa, commit) = (col("cpu_model"), col("isa"), col("git_commit"));
+        let mut seen = std::collections::BTreeSet::new();
+        for row in reader.records().flatten() {
+            let get = |i: Option<usize>| {
+                i.and_then(|i| row.get(i))
+                    .filter(|v| !v.is_empty())
+                    .unwrap_or("unrecorded")
+                    .to_string()
+            };
+            seen.insert((get(cpu), get(isa), get(commit)));
+        }
+        for key in seen {
+            *out.entry(key).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn provenance_names_every_machine_isa_and_commit_of_the_cells() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+        write(
+            "a.csv",
+            "kernel,isa,git_commit,cpu_model\nsimd,avx512,abc,AMD EPYC\nfss,avx512,abc,AMD EPYC\n",
+        );
+        write(
+            "b.csv",
+            "kernel,isa,git_commit,cpu_model\nsimd,avx2,def,Intel Xeon\n",
+        );
+        write(
+            "c.csv",
+            "kernel,isa,git_commit,cpu_model\nsimd,avx512,abc,AMD EPYC\n",
+        );
+        write("d.csv", "kernel\nsimd\n");
+        write("notes.txt", "not a cell");
+        let got = cell_provenance(dir.path());
+        let key = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got[&key("AMD EPYC", "avx512", "abc")], 2);
+        assert_eq!(got[&key("Intel Xeon", "avx2", "def")], 1);
+        assert_eq!(got[&key("unrecorded", "unrecorded", "unrecorded")], 1);
+        assert!(cell_provenance(&dir.path().join("missing")).is_empty());
+    }
 
     #[test]
     fn markdown_table_has_header_rule_and_rows() {

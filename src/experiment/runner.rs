@@ -17,9 +17,9 @@ type Result<T, E = ExperimentError> = std::result::Result<T, E>;
 pub struct Meta {
     /// The commit of the code (`-dirty` when files outside `results/` have uncommitted changes).
     pub git_commit: String,
-    /// The CPU model.
+    /// The CPU model name with its vendor, family and model numbers.
     pub cpu_model: String,
-    /// One line: CPU model, logical CPUs, OS, features.
+    /// One line: CPU model and numbers, logical CPUs, OS, features.
     pub machine: String,
 }
 
@@ -28,7 +28,7 @@ impl Meta {
     pub fn detect() -> Meta {
         Meta {
             git_commit: source_commit(),
-            cpu_model: crate::machine::cpu_model(),
+            cpu_model: crate::machine::cpu_name(),
             machine: crate::machine::describe(),
         }
     }
