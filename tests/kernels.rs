@@ -436,8 +436,9 @@ fn every_kernel_is_unbiased_on_sets_smaller_than_k() {
 
 /// At f = 14, k = 40, J = 0.286 (most bins empty) each kernel's MSE over fresh-seed trials matches its family's
 /// closed form (`kernel::variance`), within z (1e-6 false alarm) standard errors of the MSE estimated from the
-/// trials' fourth moment, and optimal densification beats rotation. ALGORITHMS.md's figures (MinHash 0.0051,
-/// optimal 0.0066, rotation 0.0145) are printed as a note: their source and trial count are not stated.
+/// trials' fourth moment, and optimal densification beats rotation. The quoted figures
+/// (docs/src/published-figures.md: MinHash 0.0051, optimal 0.0066, rotation 0.0145) are printed as a note: their
+/// source and trial count are not stated.
 #[test]
 fn densification_mse_matches_its_closed_form_on_small_sets() {
     let shape = PairShape {
@@ -570,20 +571,19 @@ fn fss_early_stopping_equals_the_full_2k_round_reference() {
     }
 }
 
-/// Small sets, where FSS runs many rounds. Its slots are not independent: an element lands in one bin per
-/// round, so different bins tend to be won by different elements (sampling closer to without replacement),
-/// and the variance is *below* classic MinHash's J(1-J)/k, not equal to it. The size of the drop follows from
-/// exchangeability alone. Let f = |A u B|, M_j = [slot j agrees] and q = Pr[bins j != j' have the same
-/// winning element]. Same winner: both agree or both disagree, Pr[M_j M_j'] = J. Different winners: a
-/// uniform pair of distinct elements (the hashing is symmetric in the elements), both shared with probability
-/// J (Jf - 1)/(f - 1). So Cov(M_j, M_j') = q J + (1 - q) J (Jf - 1)/(f - 1) - J^2
-/// = -(1/f - q) J (1 - J) f/(f - 1), which is 0 for classic MinHash (q = 1/f), and
-///   MSE / (J(1-J)/k) = 1 - (k - 1) (1/f - q) f/(f - 1).
-/// q does not depend on J or on the kernel's hash, so it is measured on the 2k-round reference (which records
-/// each bin's winner) over fresh random sets; the kernel's relative MSE must match the prediction within the
-/// standard errors of both (each from its own samples), at a 1e-6 false alarm, for random and consecutive
-/// elements. Against MinHash: the relative MSE must not exceed Ertl's acceptance band around 1,
-/// 1 + z sqrt((2 + (1/(J(1-J)) - 6)/m) / c) with z = 3.8906 (ALGORITHMS.md); it is in fact far below it.
+/// Small sets, where FSS runs many rounds. Its slots are not independent: an element lands in one bin per round, so
+/// different bins tend to be won by different elements (sampling closer to without replacement), and the variance is
+/// *below* classic MinHash's J(1-J)/k, not equal to it. The size of the drop follows from exchangeability alone. Let
+/// f = |A u B|, M_j = [slot j agrees] and q = Pr[bins j != j' have the same winning element]. Same winner: both
+/// agree or both disagree, Pr[M_j M_j'] = J. Different winners: a uniform pair of distinct elements (the hashing is
+/// symmetric in the elements), both shared with probability J (Jf - 1)/(f - 1). So Cov(M_j, M_j') = q J + (1 - q) J
+/// (Jf - 1)/(f - 1) - J^2 = -(1/f - q) J (1 - J) f/(f - 1), which is 0 for classic MinHash (q = 1/f), and MSE /
+/// (J(1-J)/k) = 1 - (k - 1) (1/f - q) f/(f - 1). q does not depend on J or on the kernel's hash, so it is measured
+/// on the 2k-round reference (which records each bin's winner) over fresh random sets; the kernel's relative MSE
+/// must match the prediction within the standard errors of both (each from its own samples), at a 1e-6 false alarm,
+/// for random and consecutive elements. Against MinHash: the relative MSE must not exceed Ertl's acceptance band
+/// around 1, 1 + z sqrt((2 + (1/(J(1-J)) - 6)/m) / c) with z = 3.8906 (docs/src/published-figures.md); it is in fact
+/// far below it.
 #[test]
 fn fss_small_set_mse_follows_its_dependence_and_is_at_most_minhash() {
     let ertl_z = 3.890_591_886;
@@ -648,12 +648,12 @@ fn fss_small_set_mse_follows_its_dependence_and_is_at_most_minhash() {
     }
 }
 
-/// ALGORITHMS.md: at f = 20, J = 0.5, r = 5, a band of r slots agrees with probability 0.19 under rotation
-/// densification against J^r = 0.031 for independent slots. FSS must be consistent with J^r: one band (slots
-/// 0..5) per trial with a fresh kernel seed and fresh elements, so the T outcomes are independent Bernoulli and
-/// the count is binomial; |p - J^r| <= z sqrt(J^r (1 - J^r) / T) at a 1e-6 false alarm. (The slight negative
-/// dependence derived above lowers the true p by about C(r,2) (1/f - q) f/(f-1) J^(r-1) (1-J), 0.0012 here,
-/// under a third of the bound.)
+/// docs/src/published-figures.md: at f = 20, J = 0.5, r = 5, a band of r slots agrees with probability 0.19 under
+/// rotation densification against J^r = 0.031 for independent slots. FSS must be consistent with J^r: one band
+/// (slots 0..5) per trial with a fresh kernel seed and fresh elements, so the T outcomes are independent Bernoulli
+/// and the count is binomial; |p - J^r| <= z sqrt(J^r (1 - J^r) / T) at a 1e-6 false alarm. (The slight negative
+/// dependence derived above lowers the true p by about C(r,2) (1/f - q) f/(f-1) J^(r-1) (1-J), 0.0012 here, under a
+/// third of the bound.)
 #[test]
 fn fss_band_agreement_on_sparse_sets_is_j_to_the_r() {
     let (k, r, trials) = (128usize, 5usize, 40_000usize);

@@ -22,7 +22,8 @@
 //! - a kernel whose registry entry says it reproduces another's signatures (`same_output_as`, e.g. `simd` and
 //!   `scalar`): on the same pairs their rows are identical.
 //!
-//! Published tables (ALGORITHMS.md) are compared in notes that name the table and its own uncertainty.
+//! Published tables (docs/src/published-figures.md) are compared in notes that name the table and its own
+//! uncertainty.
 
 use super::ExperimentError;
 use super::chart::{Chart, Series, Style, kernels_in};
@@ -341,8 +342,8 @@ pub(crate) fn run_cells(ctx: &Ctx, cells: &[Cell]) -> Result<Vec<AccuracyRow>> {
     Ok(per_cell.into_iter().flatten().collect())
 }
 
-/// ALGORITHMS.md's relative-MSE table at m = 32, J = 0.5. Its source and trial count are not confirmed (the
-/// note there says so), so it is compared in notes, never enforced.
+/// The relative-MSE table at m = 32, J = 0.5 quoted in docs/src/published-figures.md. Its source and trial count are
+/// not confirmed, so it is compared in notes, never enforced.
 const PUBLISHED: &[(&str, [(usize, f64); 4])] = &[
     (
         "MinHash",
@@ -494,7 +495,7 @@ pub fn check_in(registry: &[&KernelSpec], rows: &[AccuracyRow], checks: &mut Che
     Ok(())
 }
 
-/// Notes our relative MSE next to ALGORITHMS.md's table at m = 32, J = 0.5: a two-sample z with each side's
+/// Notes our relative MSE next to the quoted table at m = 32, J = 0.5: a two-sample z with each side's
 /// standard error from Ertl's band (the table's assuming 10^4 trials). Never a check: the table's source is not
 /// confirmed and it does not fit its own trial count where theory is exact (MinHash at u = 8: 1.05).
 fn note_published(rows: &[AccuracyRow], checks: &mut Checks) {
@@ -515,7 +516,7 @@ fn note_published(rows: &[AccuracyRow], checks: &mut Checks) {
             let se_pub = want * ertl_band_half_width(0.5, 32, PUBLISHED_TRIALS, 1.0);
             let zscore = (r.rel_mse - want) / (se_ours * se_ours + se_pub * se_pub).sqrt();
             checks.note(format!(
-                "{label} at m = 32, J = 0.5, u = {u}: ALGORITHMS.md's table (source unconfirmed) gives {want} \
+                "{label} at m = 32, J = 0.5, u = {u}: the quoted table (source unconfirmed) gives {want} \
                  +- {se_pub:.3} (one standard error if it had {PUBLISHED_TRIALS} trials); `{}` gives {:.3} +- \
                  {se_ours:.3} ({} trials, closed form {:.3}), z = {zscore:+.2}{}",
                 r.kernel,
@@ -568,15 +569,15 @@ fn check_same_output(rows: &[AccuracyRow], kernel: &str, reference: &str, checks
     }
 }
 
-/// Measured variances at f = 14, k = 40, J = 4/14 (ALGORITHMS.md): classic MinHash, and OPH under rotation
-/// and optimal densification.
+/// Measured variances at f = 14, k = 40, J = 4/14 (docs/src/published-figures.md): classic MinHash, and OPH under
+/// rotation and optimal densification.
 const PUBLISHED_F14: &[(&str, &str, f64)] = &[
     ("MinHash", "simd", 0.0051),
     ("rotation", "oph-rot", 0.0145),
     ("optimal", "oph-opt", 0.0066),
 ];
 
-/// Notes our MSE next to ALGORITHMS.md's variances at f = 14, k = 40 (no source or trial count stated there, so
+/// Notes our MSE next to the quoted variances at f = 14, k = 40 (no source or trial count stated there, so
 /// a note; the closed forms are enforced by [`check`]).
 fn note_f14(rows: &[AccuracyRow], checks: &mut Checks) {
     for (label, kernel, want) in PUBLISHED_F14 {
@@ -588,10 +589,10 @@ fn note_f14(rows: &[AccuracyRow], checks: &mut Checks) {
                 && (r.jaccard - 4.0 / 14.0).abs() < 1e-9
         }) {
             // The table's own uncertainty: at T trials an MSE has a relative standard error of about
-            // sqrt(2/T); ALGORITHMS.md states no source or trial count, so only its rounding is known.
+            // sqrt(2/T); the quoted figures state no source or trial count, so only its rounding is known.
             let se = r.mse_se;
             checks.note(format!(
-                "f = 14, k = 40, J = 0.286, {label}: ALGORITHMS.md's measured variance {want} (source and trial \
+                "f = 14, k = 40, J = 0.286, {label}: the quoted measured variance {want} (source and trial \
                  count not stated; rounded to 4 decimals, so +- 0.00005 from rounding alone), lshbench \
                  `{kernel}` MSE {:.5} +- {se:.5} ({} trials), closed form {:.5}",
                 r.mse,

@@ -1,7 +1,7 @@
-//! The empirical S-curve: for each (b, r), kernel, union size and J, the fraction of independent synthetic
-//! pairs (fresh random elements, exact J) that share at least one band (all r rows of the band equal in both
-//! signatures), with Wilson intervals, against P(J) = 1 - (1 - J^r)^b. Plus the per-band agreement probability
-//! on small sets, where densification bends the curve (ALGORITHMS.md: at f = 20, J = 0.5, r = 5, 0.19 under
+//! The empirical S-curve: for each (b, r), kernel, union size and J, the fraction of independent synthetic pairs
+//! (fresh random elements, exact J) that share at least one band (all r rows of the band equal in both signatures),
+//! with Wilson intervals, against P(J) = 1 - (1 - J^r)^b. Plus the per-band agreement probability on small sets,
+//! where densification bends the curve (docs/src/published-figures.md: at f = 20, J = 0.5, r = 5, 0.19 under
 //! rotation, 0.033 under optimal densification, against J^r = 0.031).
 //!
 //! Checked, on cells where theory holds (classic MinHash always; OPH and FSS when no bin is expected empty), at
@@ -14,7 +14,7 @@
 //!   per round), one Bernoulli(P(J)) per pair, P(J) = 1 - (1 - J^r)^b.
 //!
 //! On small sets: classic MinHash's band agreement contains J^r (a binomial over every band), a family quoted
-//! far above J^r (rotation densification, ALGORITHMS.md) lies above it.
+//! far above J^r (rotation densification, docs/src/published-figures.md) lies above it.
 //!
 //! Whether a cell is sparse, whether bands are independent, and the quoted band agreement, come from the
 //! registry's [`crate::kernel::SketchFamily`].
@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 
 type Result<T, E = ExperimentError> = std::result::Result<T, E>;
 
-/// J^r at f = 20, J = 0.5, r = 5 as ALGORITHMS.md quotes it (next to each family's
+/// J^r at f = 20, J = 0.5, r = 5 as docs/src/published-figures.md quotes it (next to each family's
 /// [`crate::kernel::SketchFamily::quoted_band_agreement`]).
 const QUOTED_J_R: f64 = 0.031;
 
@@ -749,7 +749,7 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
             "k",
             "band agreement",
             "J^r",
-            "quoted (ALGORITHMS.md)",
+            "quoted (published figures)",
         ]);
         for r in &bands {
             let quoted = if r.union == 20 && (r.jaccard - 0.5).abs() < 1e-9 && r.rows == 5 {

@@ -1,6 +1,6 @@
-//! The textbook tables, recomputed and checked against their published numbers (ALGORITHMS.md and the seeds):
-//! the S-curve for b = 20, r = 5; the thresholds for n = 100; 42x3 against 35x3; datasketch's integral-based
-//! choice of (b, r) next to the false-positive/false-negative rule.
+//! The textbook tables, recomputed and checked against their published numbers (docs/src/published-figures.md and
+//! the seeds): the S-curve for b = 20, r = 5; the thresholds for n = 100; 42x3 against 35x3; datasketch's
+//! integral-based choice of (b, r) next to the false-positive/false-negative rule.
 
 use super::ExperimentError;
 use super::chart::{Chart, Series, Style};

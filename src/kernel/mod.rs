@@ -206,8 +206,8 @@ impl SketchFamily {
     }
 
     /// The published probability that one band of r = 5 rows agrees at f = 20, J = 0.5 under this family's
-    /// densification (ALGORITHMS.md: rotation 0.19, optimal 0.033, against J^r = 0.031). The S-curve check
-    /// expects sparse band agreement above J^r where the quoted value is far above it (rotation).
+    /// densification (docs/src/published-figures.md: rotation 0.19, optimal 0.033, against J^r = 0.031). The S-curve
+    /// check expects sparse band agreement above J^r where the quoted value is far above it (rotation).
     pub fn quoted_band_agreement(self) -> Option<f64> {
         match self {
             SketchFamily::OnePermutation(Densification::Rotation) => Some(0.19),

@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn the_published_optimal_densification_values_come_out() {
-        // ALGORITHMS.md: 1.353, 0.953, 0.791, 0.970 at m = 32 (from Shrivastava's closed form).
+        // 1.353, 0.953, 0.791, 0.970 at m = 32 from Shrivastava's closed form (docs/src/published-figures.md).
         for (f, want) in [(8, 1.353), (32, 0.953), (128, 0.791), (1024, 0.970)] {
             let got = rel_mse_oph_optimal(f, 32);
             assert!((got - want).abs() < 6e-4, "f = {f}: {got} vs {want}");

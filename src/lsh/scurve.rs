@@ -363,7 +363,7 @@ mod tests {
 
     #[test]
     fn textbook_table_for_20_bands_of_5_rows() {
-        // Mining of Massive Datasets, fig. 3.7, as quoted in ALGORITHMS.md, to the digits printed there.
+        // Mining of Massive Datasets, chapter 3, to the digits printed there (docs/src/published-figures.md).
         let table = [
             (0.2, 0.006, 0.0005),
             (0.3, 0.047, 0.0005),
