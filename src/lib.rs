@@ -1,7 +1,7 @@
 //! lshbench: near-duplicate detection with MinHash and LSH, as a library and a workbench.
 //!
 //! The modules are layers; each imports only from the layers below it (`tests/layers.rs` fails on an upward
-//! import), and the README's Architecture section draws them:
+//! import), and the guide's Architecture page (`docs/src/architecture.md`) draws them:
 //!
 //! | layer | modules | what |
 //! |---|---|---|

@@ -1,8 +1,8 @@
-//! The layer rule, enforced: a module imports only from modules in lower layers (the README's Architecture
-//! section draws them). Every `crate::<module>` path and every `use crate::...` in `src/` is read; a path to a
-//! module of the same or a higher layer fails this test, and so does a module missing from the table (a new
-//! module must be given its floor). A cycle between modules is impossible under a strict order, so this is also
-//! the cycle check.
+//! The layer rule, enforced: a module imports only from modules in lower layers (the guide's Architecture page,
+//! `docs/src/architecture.md`, draws them). Every `crate::<module>` path and every `use crate::...` in `src/` is
+//! read; a path to a module of the same or a higher layer fails this test, and so does a module missing from the
+//! table (a new module must be given its floor). A cycle between modules is impossible under a strict order, so this
+//! is also the cycle check.
 
 mod common;
 

@@ -6,7 +6,7 @@ use crate::shingle::{Normalization, ShingleKind, Shingler};
 use std::path::{Path, PathBuf};
 
 /// Upper limits of the flags that size memory or work, beyond which a command stops with an error naming the
-/// flag (the README's "Bad input" section lists them with the library's: `--num-perm` at most
+/// flag (the guide's Reliability page, section "Bad input", lists them with the library's: `--num-perm` at most
 /// [`kernel::MAX_NUM_PERM`], `--threads` at most [`crate::exec::MAX_THREADS`], `--bucket-cap` at most
 /// [`crate::dedup::MAX_BUCKET_CAP`]).
 pub mod limits {
