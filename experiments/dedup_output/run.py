@@ -538,7 +538,6 @@ def write_summary(results: Path) -> None:
     corpora.sort(key=lambda c: int(c[1][0]["docs"]))
     if not corpora:
         return
-    machine = corpora[-1][2]["machine"]
     out = ["# Input JSONL to deduplicated JSONL: lshbench against datatrove 0.10.1", ""]
     out += [
         "Both tools read the same corpus and write the documents they keep as JSONL; the kept ids are scored "
@@ -553,12 +552,25 @@ def write_summary(results: Path) -> None:
     ]
     out += [c[2]["regenerate"] for c in corpora]
     out += ["```", ""]
-    avx512 = ", ".join(machine["avx512"]) or "none"
+    # Each corpus's run records its machine; a corpus rerun on another machine says so here.
+    def describe(m: dict) -> str:
+        avx512 = ", ".join(m["avx512"]) or "none"
+        return (
+            f"{m['vendor']}, family {m['family']}, model {m['model']}, \"{m['model_name']}\", {m['cpus']} logical "
+            f"CPUs; avx2 {'yes' if m['avx2'] else 'no'}; avx512: {avx512}; Linux {m['kernel']}; lshbench ISA: "
+            f"{m['isa']}"
+        )
+
+    machines = defaultdict(list)
+    for name, _, meta in corpora:
+        machines[describe(meta["machine"])].append(name)
+    if len(machines) == 1:
+        out += [f"Machine: {next(iter(machines))}.", ""]
+    else:
+        out += ["Machines (each corpus's tools ran side by side on one):", ""]
+        out += [f"- {', '.join(names)}: {m}." for m, names in machines.items()]
+        out += [""]
     out += [
-        f"Machine: {machine['vendor']}, family {machine['family']}, model {machine['model']}, "
-        f"\"{machine['model_name']}\", {machine['cpus']} logical CPUs; avx2 {'yes' if machine['avx2'] else 'no'}; "
-        f"avx512: {avx512}; Linux {machine['kernel']}; lshbench ISA: {machine['isa']}.",
-        "",
         "| corpus | docs | tool | runs | wall (s), median | wall min-max | datatrove / lshbench, wall | CPU (s), "
         "median | datatrove / lshbench, CPU | load before | peak RSS, tree sum (MB) | peak PSS, tree sum (MB) | kept "
         "| removed | residual pairs | unjustified removals (no true partner / chained) |",
