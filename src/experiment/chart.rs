@@ -119,11 +119,12 @@ pub fn kernel_color(name: &str) -> usize {
         .unwrap_or(PALETTE_LEN - 1)
 }
 
-/// The distinct kernel names among `names`, in colour (registry) order.
+/// The distinct kernel names among `names`, in colour (registry) order; names that share a colour (those
+/// outside the registry, such as `simd/b4`) keep the order of their first appearance.
 pub fn kernels_in<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut kernels: Vec<&str> = names.collect();
+    let mut seen = std::collections::HashSet::new();
+    let mut kernels: Vec<&str> = names.filter(|k| seen.insert(*k)).collect();
     kernels.sort_by_key(|k| kernel_color(k));
-    kernels.dedup();
     kernels
 }
 
@@ -143,5 +144,19 @@ mod tests {
         let mut shuffled: Vec<&str> = names.iter().rev().copied().collect();
         shuffled.extend(names.iter().copied());
         assert_eq!(kernels_in(shuffled.into_iter()), names);
+        // Names outside the registry share the last colour: each is listed once however the rows interleave.
+        let rows = [
+            "simd/b1",
+            "simd/b2",
+            "simd/b1",
+            "simd",
+            "simd/b2",
+            "oph-opt/b1",
+            "simd/b1",
+        ];
+        assert_eq!(
+            kernels_in(rows.into_iter()),
+            ["simd", "simd/b1", "simd/b2", "oph-opt/b1"]
+        );
     }
 }
