@@ -352,10 +352,11 @@ def survivor_corpus(tmp_path_factory):
         subprocess.run(
             [binary, "dedup", "--input", str(path), "--id-column", "id", *BANDING, "--keep", keep, "--short", short,
              "--clusters", str(out / "c.csv"), "--group-report", str(out / "g.csv"), "--removed", str(out / "r.csv"),
-             "--kept", str(out / "k.jsonl")],
+             "--kept", str(out / "k.parquet")],
             check=True, capture_output=True, text=True,
         )
-        kept = [json.loads(line)["id"] for line in open(out / "k.jsonl", encoding="utf-8")]
+        # --kept writes the input's form: Parquet here, with every column.
+        kept = pq.read_table(out / "k.parquet").column("id").to_pylist()
         want[keep] = (_csv(out / "c.csv"), _csv(out / "g.csv"), _csv(out / "r.csv"), kept)
     return path, want
 
