@@ -108,8 +108,16 @@ where
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| plot_error(&c.title, e);
     let ((x0, x1), (y0, y1)) = ranges(c);
     let log2 = c.x_log2;
+    let width = area.dim_in_pixel().0;
+    let (caption_font, _) = fit_title(
+        area,
+        &c.title,
+        font + 4,
+        font.saturating_sub(2).max(8),
+        width,
+    );
     let mut chart = ChartBuilder::on(area)
-        .caption(&c.title, ("sans-serif", font + 4))
+        .caption(&c.title, ("sans-serif", caption_font))
         .margin(8)
         .x_label_area_size(font * 2 + 14)
         .y_label_area_size(font * 3 + 18)
@@ -211,16 +219,95 @@ where
         }
     }
     if labelled {
+        let points = c.series.iter().flat_map(|s| {
+            s.points
+                .iter()
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .map(move |&(x, y)| (tx(x), y))
+        });
         chart
             .configure_series_labels()
             .label_font(("sans-serif", font))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(emptiest_corner(points, (x0, x1), (y0, y1)))
             .draw()
             .map_err(e)?;
     }
     Ok(())
+}
+
+/// The corner of the plot where the legend covers the fewest points: each corner's box is 45% of the plot's
+/// width and height, and ties go to the first of upper left, lower right, upper right, lower left.
+fn emptiest_corner(
+    points: impl Iterator<Item = (f64, f64)>,
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+) -> SeriesLabelPosition {
+    const BOX: f64 = 0.45;
+    // Upper left, lower right, upper right, lower left: (left side?, top side?).
+    let corners = [(true, true), (false, false), (false, true), (true, false)];
+    let mut counts = [0usize; 4];
+    let (w, h) = (
+        (x1 - x0).max(f64::MIN_POSITIVE),
+        (y1 - y0).max(f64::MIN_POSITIVE),
+    );
+    for (x, y) in points {
+        let (fx, fy) = ((x - x0) / w, (y - y0) / h);
+        for (count, &(left, top)) in counts.iter_mut().zip(&corners) {
+            let in_x = if left { fx <= BOX } else { fx >= 1.0 - BOX };
+            let in_y = if top { fy >= 1.0 - BOX } else { fy <= BOX };
+            if in_x && in_y {
+                *count += 1;
+            }
+        }
+    }
+    let best = (0..4).min_by_key(|&i| (counts[i], i)).unwrap_or(0);
+    match corners[best] {
+        (true, true) => SeriesLabelPosition::UpperLeft,
+        (false, false) => SeriesLabelPosition::LowerRight,
+        (false, true) => SeriesLabelPosition::UpperRight,
+        (true, false) => SeriesLabelPosition::LowerLeft,
+    }
+}
+
+/// The largest font size from `max` down to `min` at which `title` fits in `width` pixels less a margin, and
+/// the title as lines: one, or two cut at the separator nearest its middle when even `min` is too wide.
+fn fit_title<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    max: u32,
+    min: u32,
+    width: u32,
+) -> (u32, Vec<String>) {
+    let room = width.saturating_sub(16);
+    let fits = |text: &str, size: u32| {
+        area.estimate_text_size(text, &("sans-serif", size).into_text_style(area))
+            .map(|(w, _)| w <= room)
+            .unwrap_or(true)
+    };
+    for size in (min..=max).rev() {
+        if fits(title, size) {
+            return (size, vec![title.to_string()]);
+        }
+    }
+    // Cut after ", " (the comma stays on the first line) or before " (" (the parenthesis opens the second).
+    let middle = title.len() / 2;
+    let cuts = title
+        .match_indices(", ")
+        .map(|(i, _)| (i + 1, i + 2))
+        .chain(title.match_indices(" (").map(|(i, _)| (i, i + 1)));
+    match cuts.min_by_key(|&(end, _)| end.abs_diff(middle)) {
+        Some((end, start)) => {
+            let (first, second) = (title[..end].to_string(), title[start..].to_string());
+            let size = (min..=max)
+                .rev()
+                .find(|&s| fits(&first, s) && fits(&second, s))
+                .unwrap_or(min);
+            (size, vec![first, second])
+        }
+        None => (min, vec![title.to_string()]),
+    }
 }
 
 /// Writes `stem.png` and `stem.svg`.
@@ -251,9 +338,10 @@ pub fn save_grid(title: &str, charts: &[Chart], cols: usize, stem: &Path) -> Res
     register_font();
     let cols = cols.max(1);
     let rows = charts.len().div_ceil(cols).max(1);
+    // Room for a title of two lines (`fit_title`).
     let size = (
         360 * cols as u32,
-        280 * rows as u32 + 40 + strip_height(&legend_strip(charts), cols),
+        280 * rows as u32 + 64 + strip_height(&legend_strip(charts), cols),
     );
     fn grid<DB: DrawingBackend>(
         root: DrawingArea<DB, Shift>,
@@ -266,9 +354,14 @@ pub fn save_grid(title: &str, charts: &[Chart], cols: usize, stem: &Path) -> Res
         DB::ErrorType: 'static,
     {
         root.fill(&WHITE).map_err(|e| plot_error(title, e))?;
-        let root = root
-            .titled(title, ("sans-serif", 20))
-            .map_err(|e| plot_error(title, e))?;
+        let width = root.dim_in_pixel().0;
+        let (size, lines) = fit_title(&root, title, 20, 14, width);
+        let mut root = root;
+        for line in &lines {
+            root = root
+                .titled(line, ("sans-serif", size))
+                .map_err(|e| plot_error(title, e))?;
+        }
         let strip = legend_strip(charts);
         let (panels, below) = if strip.is_empty() {
             (root.clone(), None)
@@ -377,6 +470,54 @@ where
 mod tests {
     use super::*;
     use crate::experiment::chart::Series;
+
+    #[test]
+    fn the_legend_goes_to_the_corner_with_the_fewest_points() {
+        let range = ((0.0, 1.0), (0.0, 1.0));
+        let curve =
+            |f: fn(f64) -> f64| (0..=40).map(move |i| (i as f64 / 40.0, f(i as f64 / 40.0)));
+        // An S-curve that rises early fills the upper left: the legend goes to the lower right.
+        let early = emptiest_corner(
+            curve(|s| 1.0 - (1.0 - s.powi(3)).powi(42)),
+            range.0,
+            range.1,
+        );
+        assert!(matches!(early, SeriesLabelPosition::LowerRight));
+        // One that rises late leaves the upper left empty.
+        let late = emptiest_corner(
+            curve(|s| 1.0 - (1.0 - s.powi(10)).powi(10)),
+            range.0,
+            range.1,
+        );
+        assert!(matches!(late, SeriesLabelPosition::UpperLeft));
+        // No points: the first choice.
+        assert!(matches!(
+            emptiest_corner(std::iter::empty(), range.0, range.1),
+            SeriesLabelPosition::UpperLeft
+        ));
+    }
+
+    #[test]
+    fn a_title_too_wide_shrinks_then_splits_in_two() {
+        register_font();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.svg");
+        let area = SVGBackend::new(&path, (360, 100)).into_drawing_area();
+        let (size, lines) = fit_title(&area, "short", 20, 14, 360);
+        assert_eq!((size, lines), (20, vec!["short".to_string()]));
+        let long = "Empirical S-curves of 1-bit slots, |A u B| = 1000, against the slot agreement \
+                    P = 2^-1 + (1 - 2^-1) J on the x axis (bars: 95% Wilson)";
+        let (size, lines) = fit_title(&area, long, 20, 14, 700);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(size >= 14);
+        for line in &lines {
+            let (w, _) = area
+                .estimate_text_size(line, &("sans-serif", size).into_text_style(&area))
+                .unwrap();
+            assert!(w <= 700 - 16, "{line}: {w} px");
+        }
+        assert_eq!(lines.join(" "), long);
+    }
 
     #[test]
     fn charts_and_grids_are_written_as_png_and_svg_with_their_labels() {
