@@ -452,6 +452,12 @@ pub fn run(
     }
     if let Some(target) = &options.outputs.kept {
         kept::check_target(reader.path(), &target.path)?;
+        if !kept::is_directory_target(
+            &target.path,
+            reader.format() == crate::corpus::InputFormat::Dir,
+        ) {
+            kept::check_named_form(&target.path, reader.format())?;
+        }
     }
     if let Some(limit) = &options.memory_limit {
         return external::run(reader, shingler, kernel, options, limit, config, progress);

@@ -692,6 +692,20 @@ fn parquet_kept_rows_keep_every_column_and_the_metadata() {
     };
     let (in_schema, in_kv, in_rows) = read(&input);
 
+    // A name that says another form than the input's is refused before anything is written.
+    let misnamed = dir.path().join("kept.jsonl");
+    let err = lshbench_fails(&[
+        "dedup",
+        "--input",
+        input.to_str().unwrap(),
+        "--id-column",
+        "id",
+        "--kept",
+        misnamed.to_str().unwrap(),
+    ]);
+    assert!(err.contains("name it .parquet"), "{err}");
+    assert!(!misnamed.exists());
+
     let kept = dir.path().join("kept.parquet");
     let flags = ["--on-error", "skip", "--id-column", "id"];
     let removed = dedup(dir.path(), &input, &kept, &flags);

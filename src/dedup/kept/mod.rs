@@ -166,6 +166,58 @@ pub fn check_target(input: &Path, target: &Path) -> Result<(), KeptError> {
     Ok(())
 }
 
+/// Refuses a file target whose name says another corpus form than the one it will hold, which is always the
+/// input's: a Parquet input's kept corpus named `kept.jsonl`, or a JSONL input's named `kept.parquet`. A name
+/// without a corpus extension (`.jsonl`, `.ndjson`, `.json`, `.csv`, `.tsv`, `.tab`, `.txt`, `.parquet`, each
+/// under an optional `.gz`) is taken as given, and a directory target names no form.
+pub fn check_named_form(target: &Path, input: InputFormat) -> Result<(), KeptError> {
+    let Some(named) = named_form(target) else {
+        return Ok(());
+    };
+    if matches!(input, InputFormat::Dir | InputFormat::Auto) || named == input {
+        return Ok(());
+    }
+    Err(KeptError::Refused {
+        path: target.to_path_buf(),
+        reason: format!(
+            "the name says {}, but the kept corpus is written in the input's form, {}: name it .{} (or \
+             give a name without a corpus extension)",
+            form_name(named),
+            form_name(input),
+            shard_extension(input, false)
+        ),
+    })
+}
+
+/// The corpus form a file name's extension says, if it says one.
+fn named_form(path: &Path) -> Option<InputFormat> {
+    let inner = if gz_name(path) {
+        Path::new(path.file_stem()?)
+    } else {
+        path
+    };
+    let ext = inner.extension()?.to_string_lossy().to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "parquet" => InputFormat::Parquet,
+        "jsonl" | "ndjson" | "json" => InputFormat::Jsonl,
+        "csv" => InputFormat::Csv,
+        "tsv" | "tab" => InputFormat::Tsv,
+        "txt" => InputFormat::Text,
+        _ => return None,
+    })
+}
+
+fn form_name(format: InputFormat) -> &'static str {
+    match format {
+        InputFormat::Jsonl => "JSON lines",
+        InputFormat::Csv => "CSV",
+        InputFormat::Tsv => "TSV",
+        InputFormat::Parquet => "Parquet",
+        InputFormat::Dir => "a directory",
+        InputFormat::Text | InputFormat::Auto => "text lines",
+    }
+}
+
 /// The directory `path` is in (`.` for a bare name).
 fn parent(path: &Path) -> &Path {
     match path.parent() {
@@ -608,6 +660,29 @@ mod tests {
         );
         assert_eq!(terminated(b"a,b\n", Some(b"\n"), &mut s), b"a,b\n");
         assert_eq!(terminated(b"a,b", Some(b"\n"), &mut s), b"a,b\n");
+    }
+
+    #[test]
+    fn a_name_that_says_another_form_is_refused() {
+        let ok = |name: &str, input| check_named_form(Path::new(name), input).is_ok();
+        assert!(ok("kept.parquet", InputFormat::Parquet));
+        assert!(ok("kept.jsonl.gz", InputFormat::Jsonl));
+        assert!(ok("kept.NDJSON", InputFormat::Jsonl));
+        assert!(ok("kept.tab", InputFormat::Tsv));
+        assert!(ok("kept.out", InputFormat::Parquet));
+        assert!(ok("kept", InputFormat::Csv));
+        assert!(ok("kept.jsonl", InputFormat::Dir));
+        assert!(!ok("kept.jsonl", InputFormat::Parquet));
+        assert!(!ok("kept.parquet", InputFormat::Jsonl));
+        assert!(!ok("kept.csv.gz", InputFormat::Tsv));
+        assert!(!ok("kept.txt", InputFormat::Csv));
+        let err = check_named_form(Path::new("k.jsonl"), InputFormat::Parquet)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("k.jsonl") && err.contains("Parquet") && err.contains("name it .parquet"),
+            "{err}"
+        );
     }
 
     #[test]
