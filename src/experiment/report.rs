@@ -68,7 +68,7 @@ pub fn write_summary(
     md.push_str("## Self-checks\n\n");
     md.push_str(&checks.write(ctx)?);
     md.push_str("\n## Provenance\n\n");
-    let computed = cell_provenance(&ctx.dir.join("cells"));
+    let computed = cell_provenance(&ctx.used_cells());
     if !computed.is_empty() {
         // Finished cells are reused by later runs, so the rows may come from other machines and commits than
         // the run that wrote this summary: each is named.
@@ -87,20 +87,15 @@ pub fn write_summary(
     ctx.write_file("summary.md", &md)
 }
 
-/// The distinct (CPU, instruction set, commit) of the rows in the cell files under `dir`, with the number of
-/// cells each computed. A file or row without those columns counts as "unrecorded".
+/// The distinct (CPU, instruction set, commit) of the rows in the cell files `cells`, with the number of cells
+/// each computed. A file or row without those columns counts as "unrecorded"; a file that cannot be read, as
+/// none.
 fn cell_provenance(
-    dir: &std::path::Path,
+    cells: &[std::path::PathBuf],
 ) -> std::collections::BTreeMap<(String, String, String), usize> {
     let mut out = std::collections::BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for path in entries.flatten().map(|e| e.path()) {
-        if path.extension().is_none_or(|e| e != "csv") {
-            continue;
-        }
-        let Ok(mut reader) = csv::Reader::from_path(&path) else {
+    for path in cells {
+        let Ok(mut reader) = csv::Reader::from_path(path) else {
             continue;
         };
         let Ok(header) = reader.headers().cloned() else {
@@ -146,14 +141,17 @@ mod tests {
             "kernel,isa,git_commit,cpu_model\nsimd,avx512,abc,AMD EPYC\n",
         );
         write("d.csv", "kernel\nsimd\n");
-        write("notes.txt", "not a cell");
-        let got = cell_provenance(dir.path());
+        let cells: Vec<_> = ["a.csv", "b.csv", "c.csv", "d.csv"]
+            .iter()
+            .map(|n| dir.path().join(n))
+            .collect();
+        let got = cell_provenance(&cells);
         let key = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
         assert_eq!(got.len(), 3, "{got:?}");
         assert_eq!(got[&key("AMD EPYC", "avx512", "abc")], 2);
         assert_eq!(got[&key("Intel Xeon", "avx2", "def")], 1);
         assert_eq!(got[&key("unrecorded", "unrecorded", "unrecorded")], 1);
-        assert!(cell_provenance(&dir.path().join("missing")).is_empty());
+        assert!(cell_provenance(&[dir.path().join("missing.csv")]).is_empty());
     }
 
     #[test]

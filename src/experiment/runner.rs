@@ -86,6 +86,8 @@ pub struct Ctx<'a> {
     pub progress: &'a dyn Progress,
     computed: AtomicUsize,
     skipped: AtomicUsize,
+    /// The cell files this run computed or read back, for the summary's provenance.
+    used: std::sync::Mutex<Vec<PathBuf>>,
 }
 
 /// The parameters that identify one cell, in a fixed order. They name its result file.
@@ -165,6 +167,7 @@ impl<'a> Ctx<'a> {
             progress: &crate::exec::Silent,
             computed: AtomicUsize::new(0),
             skipped: AtomicUsize::new(0),
+            used: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -213,6 +216,10 @@ impl<'a> Ctx<'a> {
         F: FnOnce() -> Result<Vec<R>>,
     {
         let path = self.cell_path(key);
+        self.used
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(path.clone());
         if !self.force && path.exists() {
             let rows = read_csv(&path).map_err(|cause| ExperimentError::FinishedCell {
                 path: path.clone(),
@@ -228,6 +235,14 @@ impl<'a> Ctx<'a> {
         write_csv(&path, &rows)?;
         self.computed.fetch_add(1, Ordering::Relaxed);
         Ok(rows)
+    }
+
+    /// The cell files this run computed or read back so far, sorted, each once.
+    pub fn used_cells(&self) -> Vec<PathBuf> {
+        let mut cells = self.used.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        cells.sort();
+        cells.dedup();
+        cells
     }
 
     /// (computed, skipped) cell counts so far.
