@@ -233,36 +233,42 @@ fn refuse_utf16(head: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn has_gz_extension(path: &Path) -> bool {
+/// Whether a name ends in `.gz` (any case).
+pub fn has_gz_extension(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
 }
 
-/// The format `Auto` resolves to for `path`.
+/// The format `Auto` resolves to for `path`: a directory, else the format its name says ([`named_format`]),
+/// else text.
 pub fn detect_format(path: &Path) -> InputFormat {
     if path.is_dir() {
         return InputFormat::Dir;
     }
+    named_format(path).unwrap_or(InputFormat::Text)
+}
+
+/// The format a file name's extension says, if it says one: `.parquet`, or under an optional `.gz`
+/// `.jsonl`/`.ndjson`/`.json`, `.csv`, `.tsv`/`.tab`, `.txt`.
+pub fn named_format(path: &Path) -> Option<InputFormat> {
     if path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
     {
-        return InputFormat::Parquet;
+        return Some(InputFormat::Parquet);
     }
     let inner: &Path = if has_gz_extension(path) {
         path.file_stem().map(Path::new).unwrap_or(path)
     } else {
         path
     };
-    let ext = inner
-        .extension()
-        .map(|e| e.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
+    let ext = inner.extension()?.to_string_lossy().to_ascii_lowercase();
     match ext.as_str() {
-        "jsonl" | "ndjson" | "json" => InputFormat::Jsonl,
-        "csv" => InputFormat::Csv,
-        "tsv" | "tab" => InputFormat::Tsv,
-        _ => InputFormat::Text,
+        "jsonl" | "ndjson" | "json" => Some(InputFormat::Jsonl),
+        "csv" => Some(InputFormat::Csv),
+        "tsv" | "tab" => Some(InputFormat::Tsv),
+        "txt" => Some(InputFormat::Text),
+        _ => None,
     }
 }
 

@@ -38,6 +38,7 @@
 #[cfg(feature = "parquet")]
 pub mod parquet;
 
+use crate::corpus::reader::has_gz_extension;
 use crate::corpus::{CorpusReader, InputFormat, RawRecord, ReadError, ReaderOptions};
 use crate::output::{AtomicFile, OutputError};
 use std::fs::File;
@@ -168,10 +169,10 @@ pub fn check_target(input: &Path, target: &Path) -> Result<(), KeptError> {
 
 /// Refuses a file target whose name says another corpus form than the one it will hold, which is always the
 /// input's: a Parquet input's kept corpus named `kept.jsonl`, or a JSONL input's named `kept.parquet`. A name
-/// without a corpus extension (`.jsonl`, `.ndjson`, `.json`, `.csv`, `.tsv`, `.tab`, `.txt`, `.parquet`, each
-/// under an optional `.gz`) is taken as given, and a directory target names no form.
+/// without a corpus extension (as the reader reads names: [`crate::corpus::reader::named_format`]) is taken as
+/// given, and a directory target names no form.
 pub fn check_named_form(target: &Path, input: InputFormat) -> Result<(), KeptError> {
-    let Some(named) = named_form(target) else {
+    let Some(named) = crate::corpus::reader::named_format(target) else {
         return Ok(());
     };
     if matches!(input, InputFormat::Dir | InputFormat::Auto) || named == input {
@@ -186,24 +187,6 @@ pub fn check_named_form(target: &Path, input: InputFormat) -> Result<(), KeptErr
             form_name(input),
             shard_extension(input, false)
         ),
-    })
-}
-
-/// The corpus form a file name's extension says, if it says one.
-fn named_form(path: &Path) -> Option<InputFormat> {
-    let inner = if gz_name(path) {
-        Path::new(path.file_stem()?)
-    } else {
-        path
-    };
-    let ext = inner.extension()?.to_string_lossy().to_ascii_lowercase();
-    Some(match ext.as_str() {
-        "parquet" => InputFormat::Parquet,
-        "jsonl" | "ndjson" | "json" => InputFormat::Jsonl,
-        "csv" => InputFormat::Csv,
-        "tsv" | "tab" => InputFormat::Tsv,
-        "txt" => InputFormat::Text,
-        _ => return None,
     })
 }
 
@@ -361,12 +344,6 @@ impl<W: Write> Write for Encoded<W> {
             Encoded::Gzip(g) => g.flush(),
         }
     }
-}
-
-/// Whether a name ends in `.gz`.
-fn gz_name(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
 }
 
 /// A directory being built under a temporary name beside its target, renamed into place by [`Staged::commit`]
@@ -543,7 +520,7 @@ fn write_lines(mut docs: Docs<'_>, target: &KeptTarget) -> Result<KeptStats, Kep
         let mut w = match &staged {
             None => {
                 let file = AtomicFile::create(&target.path)?;
-                LineOut::Single(Encoded::new(file, gz_name(&target.path)))
+                LineOut::Single(Encoded::new(file, has_gz_extension(&target.path)))
             }
             Some(staged) => {
                 let path = staged.shard(stats.files, &ext);

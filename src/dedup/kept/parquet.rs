@@ -21,7 +21,7 @@
 //! group in progress, an overestimate of the encoded size) to the shard size, so its granularity is one input
 //! batch of 1024 rows.
 
-use super::{Docs, KeptError, KeptStats, KeptTarget, Staged, create_error, gz_name, write_error};
+use super::{Docs, KeptError, KeptStats, KeptTarget, Staged, create_error, write_error};
 use super::{Encoded, finish_shard, shard_extension};
 use crate::corpus::{InputFormat, RawRecord};
 use crate::output::AtomicFile;
@@ -130,7 +130,7 @@ pub(super) fn write(mut docs: Docs<'_>, target: &KeptTarget) -> Result<KeptStats
         match &staged {
             None => {
                 let file = AtomicFile::create(&target.path)?;
-                let w = Encoded::new(file, gz_name(&target.path));
+                let w = Encoded::new(file, crate::corpus::reader::has_gz_extension(&target.path));
                 ArrowWriter::try_new_with_options(w, all.schema.clone(), options())
                     .map(|w| Out::Single(Box::new(w)))
                     .map_err(|e| parquet_error(&target.path, e))
