@@ -5,23 +5,25 @@ dedup``'s ``--pairs``, ``--clusters``, (the edge columns of) ``--group-report`` 
 kept rows of the input with every column (``--kept``), under the same survivor policies (``keep``, ``short``).
 Every stage is a Spark operation, so nothing has to fit on the driver or in one task:
 
-1. signatures and band keys: ``mapInArrow``, each Arrow batch signed by :func:`lshbench.sketch` and banded by
-   :func:`lshbench.band_keys` (the CLI's kernels and band hash, so the keys are the CLI's keys);
-2. candidates as the CLI forms them (``src/lsh/index.rs``): documents with identical banded slots form a class
-   (its pairs once, not once per band); a (band, key) bucket holding two or more classes gives every pair
-   across its classes; a class or bucket of more than ``bucket_cap`` documents is walked as a star on its
-   smallest position instead of a clique; empty documents are never candidates;
-3. verification: the texts (or the signatures) joined back to the pairs and scored in ``mapInArrow`` by
-   :func:`lshbench.jaccard_pairs` (or :func:`lshbench.estimate_pairs`);
-4. connected components of the verified pairs by alternating large-star and small-star (Kiveris et al.,
-   "Connected Components in MapReduce and Beyond", SoCC 2014) until the edge set stops changing, each round
-   checkpointed so the plan does not grow with the number of rounds;
-5. groups: under ``components`` each component with its centre (the member the survivor policy ranks first;
-   by default the most edges, then the highest similarity sum added in the CLI's order, then the smallest
-   position); under ``center`` the CLI's greedy star cover, run by the binding on one component per
+1. signatures, band keys and candidates in one pass: ``mapInArrow`` signs each Arrow batch with
+   :func:`lshbench.sketch` and bands it with :func:`lshbench.band_keys` (the CLI's kernels and band hash, so the
+   keys are the CLI's keys), writing one row per band of each document; one shuffle by (band, key) brings each
+   bucket to one task, whose ``mapInArrow`` walks its buckets as the CLI does (``src/lsh/index.rs``): documents
+   with identical banded slots form a class (its pairs once, not once per band); a bucket holding two or more
+   classes gives every pair across its classes; a class or bucket of more than ``bucket_cap`` documents is
+   walked as a star on its smallest position instead of a clique; empty documents are never candidates;
+2. verification: the candidates' documents (only those) signed again and, for exact verification, kept with
+   their texts; joined to the pairs and scored in ``mapInArrow`` by :func:`lshbench.jaccard_pairs` (or
+   :func:`lshbench.estimate_pairs`);
+3. groups: up to ``max_local_edges`` verified pairs, the whole graph goes to one task, where the CLI's own
+   grouping (``lsh::cluster::group_ranked``) makes the components or the star cover; beyond it, connected
+   components by alternating large-star and small-star (Kiveris et al., "Connected Components in MapReduce and
+   Beyond", SoCC 2014) until the edge set stops changing, each round checkpointed, then each component's centre
+   (the member the survivor policy ranks first; by default the most edges, then the highest similarity sum
+   added in the CLI's order, then the smallest position) or the CLI's greedy cover, one component per
    ``applyInArrow`` call; then group numbers (groups ordered by their smallest member) and the similarity of
-   every member to its centre;
-6. survivors: the audit of removals (every member but its centre, and short documents under ``short="drop"``)
+   every member to its centre (a verified pair's own, or scored like the candidates);
+4. survivors: the audit of removals (every member but its centre, and short documents under ``short="drop"``)
    and the kept rows of the input, every column, by a join on the positions.
 
 A document's position (the order that decides pair orientation, centre ties, group numbers and ``keep="first"``
@@ -40,6 +42,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence
 
@@ -74,6 +77,21 @@ class DedupResult:
     stats: dict
     removed: Any = None
     kept: Any = None
+
+
+class _Clock:
+    """Wall seconds per stage of a run (``stats["seconds"]``): each call to :meth:`lap` closes the stage that began at
+    the previous one. The stages end where the job materialises (an eager checkpoint or a count), so each figure is
+    the work of that stage and not a lazy plan's."""
+
+    def __init__(self) -> None:
+        self.seconds: dict = {}
+        self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._last
+        self._last = now
 
 
 def _check_banding(bands: int, rows: int, num_perm: int, threshold: float) -> None:
@@ -117,20 +135,53 @@ def _rows_of(binary: pa.Array, width: int) -> np.ndarray:
     return flat.view(np.uint32).reshape(n, width)
 
 
-def _sign_batches(params: dict) -> Any:
-    """The mapInArrow function of stage 1: (pos, text) batches to (pos, sig, cls, keys, empty, short)."""
+# Flags of a document's own row in the band rows (band -1): why it is not banded, or which of its fields is null.
+_EMPTY, _SHORT, _NULL_TEXT, _NULL_ID, _NULL_POS = 1, 2, 4, 8, 16
+# Kinds of the rows the bucket walk writes: a candidate pair, a short document to drop, and per-partition counts
+# (pairs emitted with repeats; documents and empty documents; null texts and ids; null positions).
+_PAIR, _SHORT_DOC, _EMITTED, _DOCS, _NULLS, _NULL_POSITIONS = 0, 1, 2, 3, 4, 5
 
-    def sign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+
+def _class_fingerprint(keys: np.ndarray, seed: int) -> np.ndarray:
+    """A 64-bit fingerprint of each row of band keys (a seeded multiply-sum, then a finalising mix). Documents
+    with identical banded slots have identical keys in every band, so equal fingerprints; two documents of one
+    bucket with different keys share a fingerprint with probability about 2**-64, and then only the counting of
+    their pairs changes, never the candidate set (below the cap)."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    mult = rng.integers(0, 1 << 63, size=keys.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    with np.errstate(over="ignore"):
+        h = (keys.view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+    return h.view(np.int64)
+
+
+def _band_rows(params: dict) -> Any:
+    """The mapInArrow function of stage 1: (pos, id, text) batches to band rows (band, key, pos, fp): one row per
+    band of every banded document (its band key and its class fingerprint), and one row of its own per document
+    (band -1, key = its flags). Nothing is kept of the signature: the bucket walk needs the keys only, and
+    verification signs again the few documents that are candidates."""
+
+    def band(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
         import lshbench as lb
 
-        used = params["bands"] * params["rows"]
+        b = params["bands"]
         for batch in batches:
             texts = batch.column("text")
+            flags = np.zeros(batch.num_rows, dtype=np.int64)
             if texts.null_count:
-                raise ValueError(
-                    f"column {params['text_column']!r}: {texts.null_count} null value(s) in a batch of "
-                    f"{len(texts)} rows; every document needs a text (drop or fill the nulls first)"
-                )
+                flags |= np.where(texts.is_null().to_numpy(zero_copy_only=False), _NULL_TEXT, 0)
+                texts = pc.fill_null(texts, "")
+            if batch.column("id").null_count:
+                flags |= np.where(batch.column("id").is_null().to_numpy(zero_copy_only=False), _NULL_ID, 0)
+            pos_col = batch.column("pos")
+            if pos_col.null_count:
+                flags |= np.where(pos_col.is_null().to_numpy(zero_copy_only=False), _NULL_POS, 0)
+                pos_col = pc.fill_null(pos_col, -1)
+            pos = pos_col.to_numpy().astype(np.int64, copy=False)
             sigs = lb.sketch(
                 texts,
                 kernel=params["kernel"],
@@ -142,33 +193,175 @@ def _sign_batches(params: dict) -> Any:
                 strip_punctuation=params["strip_punctuation"],
                 threads=params["threads"],
             )
-            keys = lb.band_keys(sigs, params["bands"], params["rows"], seed=params["seed"])
-            empty = np.all(sigs == _EMPTY_SLOT, axis=1)
-            if params["short"] == "exact":
-                short = np.zeros(len(empty), dtype=bool)
-            else:
+            unbanded = np.all(sigs == _EMPTY_SLOT, axis=1)
+            flags |= np.where(unbanded, _EMPTY, 0)
+            if params["short"] != "exact":
                 # --short keep|drop: documents shorter than one shingle are not banded.
                 short = lb._lshbench.short_documents(
                     texts, params["shingle"], params["lowercase"], params["collapse_whitespace"],
                     params["strip_punctuation"], params["seed"], params["threads"],
                 )
-                empty = empty | short
-            n, b = keys.shape
-            key_list = pa.ListArray.from_arrays(
-                pa.array(np.arange(n + 1, dtype=np.int32) * b),
-                pa.array(keys.view(np.int64).reshape(-1)),
-            )
+                flags |= np.where(short, _SHORT | _EMPTY, 0)
+                unbanded |= short
+            unbanded |= flags & (_NULL_TEXT | _NULL_ID | _NULL_POS) != 0
+            live = np.flatnonzero(~unbanded)
+            keys = lb.band_keys(sigs[live], b, params["rows"], seed=params["seed"]).view(np.int64)
+            fp = _class_fingerprint(keys, params["seed"])
+            n = len(live)
             yield pa.RecordBatch.from_arrays(
                 [
-                    batch.column("pos"),
-                    _binary_rows(sigs),
-                    _binary_rows(np.ascontiguousarray(sigs[:, :used])),
-                    key_list,
-                    pa.array(empty),
-                    pa.array(short),
+                    pa.array(
+                        np.concatenate([np.tile(np.arange(b, dtype=np.int16), n), np.full(len(pos), -1, np.int16)])
+                    ),
+                    pa.array(np.concatenate([keys.reshape(-1), flags])),
+                    pa.array(np.concatenate([np.repeat(pos[live], b), pos])),
+                    pa.array(np.concatenate([np.repeat(fp, b), np.zeros(len(pos), np.int64)])),
                 ],
-                names=["pos", "sig", "cls", "keys", "empty", "short"],
+                names=["band", "key", "pos", "fp"],
             )
+
+    return band
+
+
+def _clique(starts: np.ndarray, lengths: np.ndarray) -> tuple:
+    """Every pair (i, j), i < j, of row indices inside each run [start, start + length), as two index arrays."""
+    lengths = lengths.astype(np.int64)
+    offset = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    row = np.repeat(starts, lengths) + offset
+    after = np.repeat(lengths, lengths) - 1 - offset
+    i = np.repeat(row, after)
+    j = i + 1 + (np.arange(after.sum()) - np.repeat(np.cumsum(after) - after, after))
+    return i, j
+
+
+def _walk_buckets(params: dict, cap: int, max_candidates: int) -> Any:
+    """The mapInArrow function of stage 2, on band rows partitioned by (band, key): the candidate pairs of every
+    bucket of the partition, as ``src/lsh/index.rs`` makes them. Documents with the same fingerprint in a bucket
+    are one class (identical banded slots): a class's own pairs are made once, in its band-0 bucket (a clique, or
+    over ``cap`` a star on its smallest position); a bucket holding two or more classes pairs every document
+    with every document of the other classes (over ``cap`` documents: a star of its smallest position with each
+    other class's smallest). Writes (kind, a, b) rows: the pairs (``a < b``, repeats across bands left to the
+    distinct that follows), short documents to drop, and this partition's counts."""
+
+    def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        parts = list(batches)
+        if not parts:
+            return
+        table = pa.Table.from_batches(parts)
+
+        def column(name: str) -> np.ndarray:
+            return table.column(name).to_numpy()
+
+        band, key, pos, fp = column("band"), column("key"), column("pos"), column("fp")
+
+        def rows(kind: int, a: np.ndarray, b: np.ndarray) -> pa.RecordBatch:
+            return pa.RecordBatch.from_arrays(
+                [pa.array(np.full(len(a), kind, np.int8)), pa.array(a, pa.int64()), pa.array(b, pa.int64())],
+                names=["kind", "a", "b"],
+            )
+
+        own = band < 0
+        flags, own_pos = key[own], pos[own]
+        null_text = int(np.count_nonzero(flags & _NULL_TEXT))
+        null_id = int(np.count_nonzero(flags & _NULL_ID))
+        null_pos = int(np.count_nonzero(flags & _NULL_POS))
+        yield rows(_DOCS, np.array([len(flags)]), np.array([np.count_nonzero(flags & _EMPTY)]))
+        yield rows(_NULLS, np.array([null_text]), np.array([null_id]))
+        yield rows(_NULL_POSITIONS, np.array([null_pos]), np.array([0]))
+        if params["short"] == "drop":
+            short = own_pos[(flags & _SHORT) != 0]
+            yield rows(_SHORT_DOC, short, short)
+
+        live = ~own
+        order = np.lexsort((pos[live], fp[live], key[live], band[live]))
+        band, key, pos, fp = band[live][order], key[live][order], pos[live][order], fp[live][order]
+        n = len(pos)
+        if n == 0:
+            yield rows(_EMITTED, np.array([0]), np.array([0]))
+            return
+        new_bucket = np.ones(n, dtype=bool)
+        new_bucket[1:] = (band[1:] != band[:-1]) | (key[1:] != key[:-1])
+        new_class = new_bucket.copy()
+        new_class[1:] |= fp[1:] != fp[:-1]
+        b_start = np.flatnonzero(new_bucket)
+        b_size = np.diff(np.append(b_start, n))
+        c_start = np.flatnonzero(new_class)
+        c_size = np.diff(np.append(c_start, n))
+        c_bucket = np.cumsum(new_bucket)[c_start] - 1
+        n_classes = np.bincount(c_bucket, minlength=len(b_start))
+
+        # What the CLI counts (with repeats across bands) before any pair is made.
+        own_class = (c_size > 1) & (band[c_start] == 0)
+        s = c_size[own_class].astype(np.int64)
+        within = np.where(s <= cap, s * (s - 1) // 2, s - 1).sum()
+        shared = n_classes > 1
+        sq = np.bincount(c_bucket, weights=c_size.astype(np.float64) ** 2, minlength=len(b_start)).astype(np.int64)
+        bs = b_size.astype(np.int64)
+        across = np.where(bs <= cap, (bs * bs - sq) // 2, n_classes - 1)[shared].sum()
+        emitted = int(within + across)
+        yield rows(_EMITTED, np.array([emitted]), np.array([0]))
+        if emitted > max_candidates:
+            # The whole run is over the limit; the driver stops it with the CLI's message.
+            return
+
+        # A class's own pairs, in its band-0 bucket.
+        small = own_class & (c_size <= cap)
+        i, j = _clique(c_start[small], c_size[small])
+        out_a, out_b = [pos[i]], [pos[j]]
+        big = own_class & (c_size > cap)
+        if big.any():
+            # Each member after the first (the smallest position) paired with the first.
+            others = c_size[big] - 1
+            i = np.repeat(c_start[big], others)
+            j = i + 1 + (np.arange(len(i)) - np.repeat(np.cumsum(others) - others, others))
+            out_a.append(pos[i])
+            out_b.append(pos[j])
+        # Pairs across the classes of a shared bucket: every document pair of the bucket whose fingerprints differ.
+        clique = shared & (b_size <= cap)
+        i, j = _clique(b_start[clique], b_size[clique])
+        across_class = fp[i] != fp[j]
+        out_a.append(pos[i][across_class])
+        out_b.append(pos[j][across_class])
+        star = shared & (b_size > cap)
+        if star.any():
+            # Each class's smallest position (its first row) with the bucket's smallest.
+            centre = np.minimum.reduceat(pos, b_start)
+            reps = np.isin(c_bucket, np.flatnonzero(star))
+            rep_pos, rep_centre = pos[c_start[reps]], centre[c_bucket[reps]]
+            other = rep_pos != rep_centre
+            out_a.append(rep_centre[other])
+            out_b.append(rep_pos[other])
+        a, b = np.concatenate(out_a), np.concatenate(out_b)
+        yield rows(_PAIR, np.minimum(a, b), np.maximum(a, b))
+
+    return walk
+
+
+def _verification_docs(params: dict, exact: bool) -> Any:
+    """The mapInArrow function that signs the candidates' documents again: (pos, id, text) to (pos, id, sig[,
+    text])."""
+
+    def sign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import lshbench as lb
+
+        for batch in batches:
+            sigs = lb.sketch(
+                batch.column("text"),
+                kernel=params["kernel"],
+                num_perm=params["num_perm"],
+                seed=params["seed"],
+                shingle=params["shingle"],
+                lowercase=params["lowercase"],
+                collapse_whitespace=params["collapse_whitespace"],
+                strip_punctuation=params["strip_punctuation"],
+                threads=params["threads"],
+            )
+            columns = [batch.column("pos"), batch.column("id"), _binary_rows(sigs)]
+            names = ["pos", "id", "sig"]
+            if exact:
+                columns.append(batch.column("text"))
+                names.append("text")
+            yield pa.RecordBatch.from_arrays(columns, names=names)
 
     return sign
 
@@ -317,12 +510,13 @@ def _survivor_order(keep: str, df: Any, text_column: str) -> tuple:
     )
 
 
-def _cover(order: Optional[list]) -> Any:
-    """The grouped applyInArrow function of ``groups="center"``: one connected component's verified edges ``(a, b,
-    similarity)``, with each end's survivor keys (``a_NAME``, ``b_NAME``), to ``(node, centre)`` for every member of
-    a star group. The greedy cover itself is the CLI's (``lsh::cluster::group_ranked`` through the binding), on
-    the component's documents in position order: a component's edges are all the edges of its documents, so
-    the degrees, similarity sums and the cover are those of the whole corpus."""
+def _cover(order: Optional[list], mode: str) -> Any:
+    """The grouped applyInArrow function of the grouping: the verified edges ``(a, b, similarity)`` of one or more
+    whole connected components, with each end's survivor keys (``a_NAME``, ``b_NAME``), to ``(node, centre)`` for
+    every member of a group. The grouping itself (``mode``: ``components`` or ``center``, the greedy star cover)
+    is the CLI's (``lsh::cluster::group_ranked`` through the binding), on the documents in position order: the
+    edges handed over are all the edges of their documents, so the degrees, similarity sums and the cover are
+    those of the whole corpus."""
 
     def cover(table: pa.Table) -> pa.Table:
         import pyarrow.compute as pc
@@ -351,7 +545,7 @@ def _cover(order: Optional[list]) -> Any:
             ).to_numpy()
             rank = np.empty(len(nodes), dtype=np.int64)
             rank[best_first] = np.arange(len(nodes))
-        centre = _lshbench.group_ranked(len(nodes), la, lb, similarity, "center", rank)
+        centre = _lshbench.group_ranked(len(nodes), la, lb, similarity, mode, rank)
         grouped = centre >= 0
         return pa.table({"node": nodes[grouped], "centre": nodes[centre[grouped]]})
 
@@ -377,6 +571,7 @@ def dedup(
     strip_punctuation: bool = False,
     bucket_cap: int = 5000,
     max_candidates: int = 20_000_000,
+    max_local_edges: int = 10_000_000,
     threads_per_task: int = 1,
     checkpoint_dir: Optional[str] = None,
     groups: Optional[str] = None,
@@ -390,6 +585,8 @@ def dedup(
         corpus); default: the DataFrame's partition order (``monotonically_increasing_id``).
     bands, rows, threshold, verify (``exact``, ``estimate`` or ``none``), kernel, num_perm, seed, shingle, the
         normalisation flags, bucket_cap and max_candidates: as ``lshbench dedup``'s flags of those names.
+    max_local_edges: up to this many verified pairs the grouping runs in one task (about 100 bytes a pair of
+        Python worker memory), the CLI's own code on the whole graph; beyond it, in large-star/small-star rounds.
     threads_per_task: threads each Spark task signs and scores with (1 when Spark runs a task per core).
     checkpoint_dir: the directory for the components' checkpoints; default: the SparkContext's checkpoint
         directory if one is set, else a new temporary directory (set it to shared storage on a cluster).
@@ -451,6 +648,7 @@ def dedup(
         threads=int(threads_per_task),
         short=short,
     )
+    clock = _Clock()
     pos = F.col(position_column).cast("long") if position_column else F.monotonically_increasing_id()
     # Every input column with its position, for the kept rows.
     full = df.withColumn(_POS, pos)
@@ -461,119 +659,69 @@ def dedup(
     base = full.select(
         F.col(_POS).alias("pos"), F.col(id_column).cast("string").alias("id"), F.col(text_column).alias("text")
     )
-    nulls = base.agg(
-        F.count(F.when(F.col("id").isNull(), 1)).alias("id"),
-        F.count(F.when(F.col("text").isNull(), 1)).alias("text"),
-        F.count(F.when(F.col("pos").isNull(), 1)).alias("pos"),
-    ).first()
-    for what, column in (("id", id_column), ("text", text_column), ("pos", position_column)):
-        if nulls[what]:
+    clock.lap("input")
+
+    # 1-2. Signatures, band keys and candidates in one pass: each document's band rows go straight into one
+    # shuffle by bucket, and each partition's buckets are walked by the binding's kernels and numpy.
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    band_rows = base.mapInArrow(_band_rows(params), "band short, key long, pos long, fp long")
+    walked = _checkpoint(
+        band_rows.repartition(partitions, "band", "key").mapInArrow(
+            _walk_buckets(params, bucket_cap, max_candidates), "kind byte, a long, b long"
+        ),
+        True,
+    )
+    counts = {
+        r["kind"]: (r["a"] or 0, r["b"] or 0)
+        for r in walked.where(F.col("kind") != _PAIR)
+        .groupBy("kind")
+        .agg(F.sum("a").alias("a"), F.sum("b").alias("b"))
+        .collect()
+    }
+    null_text, null_id = counts.get(_NULLS, (0, 0))
+    null_pos = counts.get(_NULL_POSITIONS, (0, 0))[0]
+    for n_null, what, column in (
+        (null_id, "id", id_column), (null_text, "text", text_column), (null_pos, "pos", position_column)
+    ):
+        if n_null:
             raise ValueError(
-                f"column {column!r}: {nulls[what]} null value(s); every document needs a {what} "
+                f"column {column!r}: {n_null} null value(s); every document needs a {what} "
                 "(drop or fill the nulls first)"
             )
-
-    # 1. Signatures and band keys, per Arrow batch.
-    sign_schema = "pos long, sig binary, cls binary, keys array<long>, empty boolean, short boolean"
-    signed = _checkpoint(
-        base.select("pos", "text").mapInArrow(_sign_batches(params), sign_schema), True
-    )
-    documents = signed.count()
-    docs = signed.where(~F.col("empty"))
-    banded = docs.count()
-
-    # 2. Candidates. Classes of identical banded slots, represented by their smallest position.
-    classes = docs.groupBy("cls").agg(F.min("pos").alias("rep"), F.count("*").alias("csize"))
-    members = docs.join(classes, "cls").select("pos", "rep", "csize")
-    members = _checkpoint(members, True)
-    class_rows = classes.where(F.col("csize") > 1).agg(
-        F.coalesce(F.sum(F.col("csize") * (F.col("csize") - 1) / 2), F.lit(0)).alias("pairs")
-    )
-    in_class = members.where(F.col("csize") > 1)
-    m1, m2 = in_class.alias("m1"), in_class.alias("m2")
-    class_pairs = (
-        m1.where(F.col("csize") <= bucket_cap)
-        .join(m2, (F.col("m1.rep") == F.col("m2.rep")) & (F.col("m1.pos") < F.col("m2.pos")))
-        .select(F.col("m1.pos").alias("a"), F.col("m2.pos").alias("b"))
-    ).union(
-        in_class.where((F.col("csize") > bucket_cap) & (F.col("pos") != F.col("rep"))).select(
-            F.col("rep").alias("a"), F.col("pos").alias("b")
-        )
-    )
-    reps = docs.join(classes, docs.pos == classes.rep).select("rep", "csize", "keys")
-    keyed = reps.select("rep", "csize", F.posexplode("keys").alias("band", "key"))
-    buckets = (
-        keyed.groupBy("band", "key")
-        .agg(
-            F.count("*").alias("nclasses"),
-            F.sum("csize").alias("size"),
-            F.sum(F.col("csize") * F.col("csize")).alias("size2"),
-            F.min("rep").alias("centre"),
-        )
-        .where(F.col("nclasses") > 1)
-    )
-    buckets = _checkpoint(buckets, True)
-    # The pairs the CLI emits (with repeats across bands), counted before any is made: --max-candidates.
-    within = class_rows.first()["pairs"] or 0
-    across = buckets.agg(
-        F.coalesce(
-            F.sum(
-                F.when(F.col("size") <= bucket_cap, (F.col("size") * F.col("size") - F.col("size2")) / 2).otherwise(
-                    F.col("nclasses") - 1
-                )
-            ),
-            F.lit(0),
-        ).alias("n")
-    ).first()["n"]
-    if within + across > max_candidates:
+    documents, empty_documents = counts.get(_DOCS, (0, 0))
+    if counts.get(_EMITTED, (0, 0))[0] > max_candidates:
         raise ValueError(
             f"the banding produced more than {max_candidates} candidate pairs (counted once per band) before "
             "stopping; the S-curve lets through too many dissimilar pairs for this corpus. Use more rows per "
             "band (a higher threshold), longer shingles, or raise --max-candidates"
         )
-    in_bucket = keyed.join(buckets, ["band", "key"])
-    small = in_bucket.where(F.col("size") <= bucket_cap)
-    s1, s2 = small.alias("s1"), small.alias("s2")
-    cross = (
-        s1.join(
-            s2,
-            (F.col("s1.band") == F.col("s2.band"))
-            & (F.col("s1.key") == F.col("s2.key"))
-            & (F.col("s1.rep") < F.col("s2.rep")),
-        )
-        .select(F.col("s1.rep").alias("ra"), F.col("s2.rep").alias("rb"))
-        .distinct()
-    )
-    ma, mb = members.alias("ma"), members.alias("mb")
-    bucket_pairs = (
-        cross.join(ma, F.col("ra") == F.col("ma.rep"))
-        .join(mb, F.col("rb") == F.col("mb.rep"))
-        .select(F.col("ma.pos").alias("a"), F.col("mb.pos").alias("b"))
-    )
-    star_pairs = in_bucket.where((F.col("size") > bucket_cap) & (F.col("rep") != F.col("centre"))).select(
-        F.col("centre").alias("a"), F.col("rep").alias("b")
-    )
-    candidates = (
-        class_pairs.union(bucket_pairs)
-        .union(star_pairs)
-        .select(F.least("a", "b").alias("a"), F.greatest("a", "b").alias("b"))
-        .distinct()
-    )
-    candidates = _checkpoint(candidates, True)
+    clock.lap("sign and band")
+    candidates = _checkpoint(walked.where(F.col("kind") == _PAIR).select("a", "b").distinct(), True)
     n_candidates = candidates.count()
+    clock.lap("candidates")
 
-    # 3. Verification: signatures (and texts) joined back to each pair, scored per Arrow batch.
+    # 3. Verification: the candidates' documents signed again (with their texts for exact verification), joined
+    # to each pair and scored per Arrow batch.
     exact = verify == "exact"
-    sa = signed.select(F.col("pos").alias("a"), F.col("sig").alias("sig_a"))
-    sb = signed.select(F.col("pos").alias("b"), F.col("sig").alias("sig_b"))
-    joined = candidates.join(sa, "a").join(sb, "b")
-    if exact:
-        ta = base.select(F.col("pos").alias("a"), F.col("text").alias("text_a"))
-        tb = base.select(F.col("pos").alias("b"), F.col("text").alias("text_b"))
-        joined = joined.join(ta, "a").join(tb, "b")
-    scored = joined.mapInArrow(
-        _score_batches(params, exact), "a long, b long, estimate double, jaccard double"
+    needed = candidates.select(F.col("a").alias("pos")).union(candidates.select(F.col("b").alias("pos"))).distinct()
+    vdocs = _checkpoint(
+        base.join(needed, "pos", "left_semi").mapInArrow(
+            _verification_docs(params, exact), "pos long, id string, sig binary" + (", text string" if exact else "")
+        ),
+        True,
     )
+
+    def score(pairs: Any) -> Any:
+        """(a, b) pairs of candidates' documents with (a, b, estimate, jaccard)."""
+        end_a = [F.col("pos").alias("a"), F.col("sig").alias("sig_a")]
+        end_b = [F.col("pos").alias("b"), F.col("sig").alias("sig_b")]
+        if exact:
+            end_a.append(F.col("text").alias("text_a"))
+            end_b.append(F.col("text").alias("text_b"))
+        joined = pairs.join(vdocs.select(*end_a), "a").join(vdocs.select(*end_b), "b")
+        return joined.mapInArrow(_score_batches(params, exact), "a long, b long, estimate double, jaccard double")
+
+    scored = score(candidates)
     if verify == "exact":
         kept = scored.where(F.col("jaccard") >= threshold)
     elif verify == "estimate":
@@ -584,8 +732,9 @@ def dedup(
         kept.withColumn("similarity", F.coalesce(F.col("jaccard"), F.col("estimate"))), True
     )
     n_verified = verified.count()
+    clock.lap("verify")
 
-    ids = base.select("pos", "id")
+    ids = vdocs.select("pos", "id")
     ida = ids.select(F.col("pos").alias("a"), F.col("id").alias("id_a"))
     idb = ids.select(F.col("pos").alias("b"), F.col("id").alias("id_b"))
     pairs = (
@@ -601,73 +750,95 @@ def dedup(
         )
     )
 
-    # 4. Connected components.
-    labels, rounds = _components(verified.select(F.col("a").alias("u"), F.col("b").alias("v")), True)
-
-    # 5. Groups: each grouped document's centre (its survivor).
+    # 4-5. Groups: each grouped document's centre (its survivor).
+    key_names = [n for n, _ in rank_keys or []]
     if rank_order is not None:
         # The survivor keys of every document (only grouped ones are looked at).
         keyed_docs = full.select(F.col(_POS).alias("pos"), *[c.alias(n) for n, c in rank_keys])
-    if groups == "center":
-        # The star cover, one connected component per call: its edges with both ends' survivor keys.
-        key_names = [n for n, _ in rank_keys or []]
-        comp_edges = verified.join(labels.withColumnRenamed("node", "a"), "a").select("root", "a", "b", "similarity")
-        if key_names:
-            for end in ("a", "b"):
-                comp_edges = comp_edges.join(
-                    keyed_docs.select(F.col("pos").alias(end), *[F.col(n).alias(f"{end}_{n}") for n in key_names]),
-                    end,
-                )
-        assignment = comp_edges.groupBy("root").applyInArrow(_cover(rank_order), "node long, centre long")
-    elif rank_order is None:
-        # Components, centred on the most edges, then the highest similarity sum (added in the CLI's order: by
-        # the other document's position), then the smallest position.
-        ends = verified.select(F.col("a").alias("node"), F.col("b").alias("other"), "similarity").union(
-            verified.select(F.col("b").alias("node"), F.col("a").alias("other"), "similarity")
-        )
-        weights = ends.groupBy("node").agg(
-            F.count("*").alias("degree"),
-            F.aggregate(
-                F.array_sort(F.collect_list(F.struct("other", "similarity"))),
-                F.lit(0.0).cast("double"),
-                lambda acc, x: acc + x["similarity"],
-            ).alias("weight"),
-        )
-        centres = labels.join(weights, "node").groupBy("root").agg(
-            F.min(F.struct((-F.col("degree")).alias("d"), (-F.col("weight")).alias("w"), F.col("node").alias("c")))[
-                "c"
-            ].alias("centre")
-        )
-        assignment = labels.join(centres, "root").select("node", "centre")
-    else:
-        # Components, centred on the member the survivor policy ranks first.
-        from pyspark.sql import Window
 
-        by_policy = Window.partitionBy("root").orderBy(
-            *[F.col(n).asc() if asc else F.col(n).desc() for n, asc in rank_order]
+    def with_keys(edges: Any) -> Any:
+        """Edges with both ends' survivor keys (a_NAME, b_NAME), what _cover ranks by."""
+        for end in ("a", "b") if key_names else ():
+            edges = edges.join(
+                keyed_docs.select(F.col("pos").alias(end), *[F.col(n).alias(f"{end}_{n}") for n in key_names]), end
+            )
+        return edges
+
+    if n_verified <= max_local_edges:
+        # The whole graph in one task: the CLI's own grouping (lsh::cluster::group_ranked) over every verified
+        # edge at once, so components, centres and the star cover are the CLI's without any rounds.
+        edges = with_keys(verified.select("a", "b", "similarity"))
+        assignment = edges.groupBy(F.lit(0).alias("_graph")).applyInArrow(
+            _cover(rank_order, groups), "node long, centre long"
         )
-        ranked = labels.join(keyed_docs.withColumnRenamed("pos", "node"), "node").withColumn(
-            "pos", F.col("node")
-        )
-        assignment = ranked.withColumn("centre", F.first("node").over(by_policy)).select("node", "centre")
+        rounds, graph = 0, "one task"
+    else:
+        labels, rounds = _components(verified.select(F.col("a").alias("u"), F.col("b").alias("v")), True)
+        graph = "distributed"
+        clock.lap("components")
+        if groups == "center":
+            # The star cover, one connected component per call: its edges with both ends' survivor keys.
+            comp_edges = verified.join(labels.withColumnRenamed("node", "a"), "a").select(
+                "root", "a", "b", "similarity"
+            )
+            assignment = with_keys(comp_edges).groupBy("root").applyInArrow(
+                _cover(rank_order, "center"), "node long, centre long"
+            )
+        elif rank_order is None:
+            # Components, centred on the most edges, then the highest similarity sum (added in the CLI's order: by
+            # the other document's position), then the smallest position.
+            ends = verified.select(F.col("a").alias("node"), F.col("b").alias("other"), "similarity").union(
+                verified.select(F.col("b").alias("node"), F.col("a").alias("other"), "similarity")
+            )
+            weights = ends.groupBy("node").agg(
+                F.count("*").alias("degree"),
+                F.aggregate(
+                    F.array_sort(F.collect_list(F.struct("other", "similarity"))),
+                    F.lit(0.0).cast("double"),
+                    lambda acc, x: acc + x["similarity"],
+                ).alias("weight"),
+            )
+            centres = labels.join(weights, "node").groupBy("root").agg(
+                F.min(F.struct((-F.col("degree")).alias("d"), (-F.col("weight")).alias("w"), F.col("node").alias("c")))[
+                    "c"
+                ].alias("centre")
+            )
+            assignment = labels.join(centres, "root").select("node", "centre")
+        else:
+            # Components, centred on the member the survivor policy ranks first.
+            from pyspark.sql import Window
+
+            by_policy = Window.partitionBy("root").orderBy(
+                *[F.col(n).asc() if asc else F.col(n).desc() for n, asc in rank_order]
+            )
+            ranked = labels.join(keyed_docs.withColumnRenamed("pos", "node"), "node").withColumn(
+                "pos", F.col("node")
+            )
+            assignment = ranked.withColumn("centre", F.first("node").over(by_policy)).select("node", "centre")
     assignment = _checkpoint(assignment, True)
+    clock.lap("centres")
     groups_core = assignment.groupBy("centre").agg(F.count("*").alias("size"), F.min("node").alias("first"))
     # Group numbers: groups ordered by their smallest member, numbered from 0 without one task.
     numbered = groups_core.select("first").rdd.map(lambda r: r[0]).sortBy(lambda x: x).zipWithIndex()
     numbers = spark.createDataFrame(numbered, "first long, group long")
     group_table = _checkpoint(groups_core.join(numbers, "first"), True)
+    clock.lap("group numbers")
 
     # Similarity of each member to its centre: the exact Jaccard (verify exact) or the estimate.
     member_rows = assignment.join(group_table, "centre").select(
         "group", "size", "centre", F.col("node").alias("a"), F.col("centre").alias("b")
     )
+    # A member joined to its centre by a verified edge (every member under center) takes the edge's similarity;
+    # the others are scored like the candidates.
     to_score = member_rows.where(F.col("a") != F.col("b")).select("a", "b")
-    scored_to_centre = to_score.join(sa, "a").join(sb, "b")
-    if exact:
-        scored_to_centre = scored_to_centre.join(ta, "a").join(tb, "b")
-    to_centre = scored_to_centre.mapInArrow(
-        _score_batches(params, exact), "a long, b long, estimate double, jaccard double"
-    ).select("a", "b", F.coalesce(F.col("jaccard"), F.col("estimate")).alias("sim"))
+    edge_sim = verified.select(F.col("a").alias("lo"), F.col("b").alias("hi"), F.col("similarity").alias("edge"))
+    known = to_score.join(
+        edge_sim, (F.least("a", "b") == F.col("lo")) & (F.greatest("a", "b") == F.col("hi")), "left"
+    )
+    fresh = score(known.where(F.col("lo").isNull()).select("a", "b")).select(
+        "a", "b", F.coalesce(F.col("jaccard"), F.col("estimate")).alias("sim")
+    )
+    to_centre = known.where(F.col("lo").isNotNull()).select("a", "b", F.col("edge").alias("sim")).union(fresh)
     grouped = (
         member_rows.join(to_centre, ["a", "b"], "left")
         .join(ids.select(F.col("pos").alias("a"), "id"), "a")
@@ -685,6 +856,7 @@ def dedup(
         )
     )
     grouped = _checkpoint(grouped, True)
+    clock.lap("similarity to centre")
     clusters = grouped.orderBy("group", "_pos").drop("_pos")
 
     # The group report's edge columns: edges inside the group, their min and mean (summed in pair order).
@@ -732,8 +904,9 @@ def dedup(
     )
     if short == "drop":
         removals = removals.unionByName(
-            signed.where(F.col("short"))
-            .join(ids, "pos")
+            walked.where(F.col("kind") == _SHORT_DOC)
+            .select(F.col("a").alias("pos"))
+            .join(base.select("pos", "id"), "pos")
             .select(
                 "pos",
                 "id",
@@ -750,12 +923,14 @@ def dedup(
     )
     stats = dict(
         documents=documents,
-        empty_documents=documents - banded,
+        empty_documents=empty_documents,
         candidates=n_candidates,
         verified=n_verified,
         component_rounds=rounds,
+        graph=graph,
         grouping=groups,
         groups=group_table.count(),
+        seconds=clock.seconds,
     )
     return DedupResult(pairs=pairs, clusters=clusters, groups=groups_report, stats=stats, removed=removed, kept=kept)
 
@@ -833,6 +1008,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--strip-punctuation", action="store_true")
     p.add_argument("--bucket-cap", type=int, default=5000)
     p.add_argument("--max-candidates", type=int, default=20_000_000)
+    p.add_argument(
+        "--max-local-edges", type=int, default=10_000_000,
+        help="group the verified pairs in one task up to this many (else large-star/small-star rounds)",
+    )
     p.add_argument("--threads-per-task", type=int, default=1)
     p.add_argument("--checkpoint-dir", help="default: a temporary directory (use shared storage on a cluster)")
     p.add_argument("--master", help="Spark master, e.g. local[2]; default: spark-submit's, else local[*]")
@@ -869,6 +1048,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             strip_punctuation=args.strip_punctuation,
             bucket_cap=args.bucket_cap,
             max_candidates=args.max_candidates,
+            max_local_edges=args.max_local_edges,
             threads_per_task=args.threads_per_task,
             checkpoint_dir=args.checkpoint_dir,
             groups=args.groups or ("center" if survivors else "components"),
@@ -876,23 +1056,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             short=args.short,
         )
         out = args.output.rstrip("/")
-        result.pairs.write.mode("overwrite").parquet(f"{out}/pairs.parquet")
-        result.clusters.write.mode("overwrite").parquet(f"{out}/clusters.parquet")
-        result.groups.write.mode("overwrite").parquet(f"{out}/groups.parquet")
-        written = ["pairs", "clusters", "groups"]
-        if args.removed:
-            result.removed.write.mode("overwrite").parquet(f"{out}/removed.parquet")
-            written.append("removed")
-        if args.kept:
-            result.kept.drop("_position").write.mode("overwrite").parquet(f"{out}/kept.parquet")
-            written.append("kept")
         s = result.stats
+        outputs = [("pairs", result.pairs), ("clusters", result.clusters), ("groups", result.groups)]
+        if args.removed:
+            outputs.append(("removed", result.removed))
+        if args.kept:
+            outputs.append(("kept", result.kept.drop("_position")))
+        for name, frame in outputs:
+            start = time.perf_counter()
+            frame.write.mode("overwrite").parquet(f"{out}/{name}.parquet")
+            s["seconds"][f"write {name}"] = time.perf_counter() - start
+        written = [name for name, _ in outputs]
         print(
             f"documents: {s['documents']} read, {s['empty_documents']} empty (never candidates)\n"
             f"candidates: {s['candidates']} pairs\n"
             f"verified ({args.verify}, similarity >= {args.threshold}): {s['verified']} pairs\n"
-            f"groups ({s['grouping']}, {s['component_rounds']} large-star/small-star rounds): {s['groups']}\n"
-            f"wrote {', '.join(f'{out}/{name}.parquet' for name in written)}"
+            f"groups ({s['grouping']}, {s['graph']}, {s['component_rounds']} large-star/small-star rounds): "
+            f"{s['groups']}\n"
+            f"wrote {', '.join(f'{out}/{name}.parquet' for name in written)}\n"
+            f"seconds: {', '.join(f'{stage} {t:.1f}' for stage, t in s['seconds'].items())}"
         )
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -167,11 +167,12 @@ def _check_equal(result, cli_rows):
     ] == [{k: r[k] for k in edge_columns} for r in want_groups]
 
 
-# Eight partitions (more than the two cores, and than the corpus's 7 row groups) with exact verification, and one
-# partition with the estimate mode: both ends of the partitionings and both verification modes, each once (each
-# run costs 20 to 60 s of Spark on two cores).
-@pytest.mark.parametrize("partitions,verify", [(8, "exact"), (1, "estimate")])
-def test_spark_dedup_equals_cli_dedup(spark, parquet_corpus, cli_answer, partitions, verify):
+# Eight partitions (more than the two cores, and than the corpus's 7 row groups) with exact verification and the
+# groups formed by large-star/small-star rounds, and one partition with the estimate mode and the groups formed in
+# one task: both ends of the partitionings, both verification modes and both ways of grouping, each once (each run
+# costs 20 to 60 s of Spark on two cores).
+@pytest.mark.parametrize("partitions,verify,max_local_edges", [(8, "exact", 0), (1, "estimate", 10_000_000)])
+def test_spark_dedup_equals_cli_dedup(spark, parquet_corpus, cli_answer, partitions, verify, max_local_edges):
     # Rows dealt round-robin over the partitions: the answer may depend on the positions only, never on the
     # partitioning.
     df = (
@@ -182,10 +183,13 @@ def test_spark_dedup_equals_cli_dedup(spark, parquet_corpus, cli_answer, partiti
     assert df.rdd.getNumPartitions() == partitions
     result = lspark.dedup(
         df, text_column="text", id_column="id", position_column="row_index", bands=42, rows=3,
-        threshold=0.5, verify=verify,
+        threshold=0.5, verify=verify, max_local_edges=max_local_edges,
     )
     assert result.stats["documents"] == 6046
-    assert result.stats["component_rounds"] >= 2
+    if max_local_edges:
+        assert (result.stats["graph"], result.stats["component_rounds"]) == ("one task", 0)
+    else:
+        assert result.stats["graph"] == "distributed" and result.stats["component_rounds"] >= 2
     assert result.stats["candidates"] == cli_answer[verify][3]
     assert result.stats["groups"] == len({r["group"] for r in cli_answer[verify][1]})
     _check_equal(result, cli_answer[verify])
