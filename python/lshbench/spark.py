@@ -157,8 +157,9 @@ def _class_fingerprint(keys: np.ndarray, seed: int) -> np.ndarray:
     return h.view(np.int64)
 
 
-# One band row as the shuffle carries it: packed, 26 bytes (Spark's own rows of these columns take 44).
-_BAND_ROW = np.dtype([("key", "<i8"), ("pos", "<i8"), ("fp", "<i8"), ("band", "<i2")])
+# Bytes of one band row as the shuffle carries it (Spark's own rows of these columns take 44): a blob of n rows
+# holds n keys, n positions, n fingerprints (int64 each) and n bands (int16), column after column.
+_BAND_ROW_BYTES = 8 + 8 + 8 + 2
 
 
 def _routes(spark: Any, partitions: int) -> np.ndarray:
@@ -176,7 +177,7 @@ def _routes(spark: Any, partitions: int) -> np.ndarray:
 def _band_rows(params: dict, routes: np.ndarray) -> Any:
     """The mapInArrow function of stage 1: (pos, id, text) batches to band rows (band, key, pos, fp): one row per
     band of every banded document (its band key and its class fingerprint), and one row of its own per document
-    (band -1, key = its flags), packed as :data:`_BAND_ROW` in one blob per target partition (``route``, see
+    (band -1, key = its flags), packed column by column in one blob per target partition (``route``, see
     :func:`_routes`). Nothing is kept of the signature: the bucket walk needs the keys only, and verification
     signs again the few documents that are candidates."""
 
@@ -225,22 +226,25 @@ def _band_rows(params: dict, routes: np.ndarray) -> Any:
             keys = lb.band_keys(sigs[live], b, params["rows"], seed=params["seed"]).view(np.int64)
             fp = _class_fingerprint(keys, params["seed"])
             n = len(live)
-            rows = np.empty(n * b + len(pos), dtype=_BAND_ROW)
-            rows["band"] = np.concatenate([np.tile(np.arange(b, dtype=np.int16), n), np.full(len(pos), -1, np.int16)])
-            rows["key"] = np.concatenate([keys.reshape(-1), flags])
-            rows["pos"] = np.concatenate([np.repeat(pos[live], b), pos])
-            rows["fp"] = np.concatenate([np.repeat(fp, b), np.zeros(len(pos), np.int64)])
+            columns = (
+                np.concatenate([keys.reshape(-1), flags]),
+                np.concatenate([np.repeat(pos[live], b), pos]),
+                np.concatenate([np.repeat(fp, b), np.zeros(len(pos), np.int64)]),
+                np.concatenate([np.tile(np.arange(b, dtype=np.int16), n), np.full(len(pos), -1, np.int16)]),
+            )
             # A bucket's rows all go to the partition of its key; a document's own row to that of its position.
-            target = np.where(rows["band"] >= 0, rows["key"].view(np.uint64) % np.uint64(len(routes)),
-                              rows["pos"].view(np.uint64) % np.uint64(len(routes))).astype(np.int64)
-            order = np.argsort(target, kind="stable")
-            rows, target = rows[order], target[order]
-            starts = np.flatnonzero(np.r_[True, target[1:] != target[:-1]])
-            ends = np.r_[starts[1:], len(target)]
+            parts = np.uint64(len(routes))
+            target = np.concatenate([keys.reshape(-1).view(np.uint64) % parts, pos.view(np.uint64) % parts])
+            order = np.argsort(target.astype(np.int16), kind="stable")
+            columns = [c[order] for c in columns]
+            bounds = np.searchsorted(target[order], np.arange(len(routes) + 1, dtype=np.uint64))
+            used = np.flatnonzero(bounds[1:] > bounds[:-1])
             yield pa.RecordBatch.from_arrays(
                 [
-                    pa.array(routes[target[starts]]),
-                    pa.array([rows[i:j].tobytes() for i, j in zip(starts, ends)], pa.binary()),
+                    pa.array(routes[used]),
+                    pa.array(
+                        [b"".join(c[bounds[p] : bounds[p + 1]].tobytes() for c in columns) for p in used], pa.binary()
+                    ),
                 ],
                 names=["route", "rows"],
             )
@@ -269,21 +273,15 @@ def _walk_buckets(params: dict, cap: int, max_candidates: int) -> Any:
     distinct that follows), short documents to drop, and this partition's counts."""
 
     def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        chunks = []
+        chunks: list = [[], [], [], []]
         for batch in batches:
-            blobs = batch.column("rows")
-            width = np.int64 if pa.types.is_large_binary(blobs.type) else np.int32
-            offsets = np.frombuffer(
-                blobs.buffers()[1], dtype=width, count=len(blobs) + 1, offset=blobs.offset * np.dtype(width).itemsize
-            )
-            chunks.append(
-                np.frombuffer(blobs.buffers()[2], dtype=_BAND_ROW, offset=int(offsets[0]),
-                              count=int(offsets[-1] - offsets[0]) // _BAND_ROW.itemsize)
-            )
-        if not chunks:
+            for blob in batch.column("rows").to_pylist():
+                n = len(blob) // _BAND_ROW_BYTES
+                for i, (dtype, at) in enumerate(((np.int64, 0), (np.int64, 8), (np.int64, 16), (np.int16, 24))):
+                    chunks[i].append(np.frombuffer(blob, dtype=dtype, count=n, offset=at * n))
+        if not chunks[0]:
             return
-        rows_in = np.concatenate(chunks)
-        band, key, pos, fp = (rows_in[name].copy() for name in ("band", "key", "pos", "fp"))
+        key, pos, fp, band = (np.concatenate(c) for c in chunks)
 
         def rows(kind: int, a: np.ndarray, b: np.ndarray) -> pa.RecordBatch:
             return pa.RecordBatch.from_arrays(
