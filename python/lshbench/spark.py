@@ -589,6 +589,60 @@ def _cover(order: Optional[list], mode: str) -> Any:
     return cover
 
 
+def _group_all(order: Optional[list], mode: str) -> Any:
+    """The applyInArrow function of the grouping in one task: every verified edge ``(a, b, similarity)``, with
+    both ends' survivor keys, to one row per member of a group: ``node, centre, group, size, sim`` (the similarity
+    of the member to its centre: their verified pair's, 1 for the centre, NaN when they share no verified pair),
+    and on the centre's row the group report's ``edges, min_edge, sum_edge`` (the edges inside the group, their
+    minimum, and their sum in pair order). Groups are numbered by their smallest member, as the CLI numbers them."""
+    cover = _cover(order, mode)
+
+    def group_all(table: pa.Table) -> pa.Table:
+        a, b = table.column("a").to_numpy(), table.column("b").to_numpy()
+        similarity = table.column("similarity").to_numpy().astype(np.float64)
+        assigned = cover(table)
+        node, centre = assigned.column("node").to_numpy(), assigned.column("centre").to_numpy()
+        # Nodes in position order; groups ranked by their smallest member.
+        by_node = np.argsort(node)
+        node, centre = node[by_node], centre[by_node]
+        centres, first, size = np.unique(centre, return_index=True, return_counts=True)
+        rank = np.empty(len(centres), dtype=np.int64)
+        rank[np.argsort(node[first], kind="stable")] = np.arange(len(centres))
+        g = np.searchsorted(centres, centre)
+        # Each member's verified pair with its centre, if any (edges are (smaller, larger) positions).
+        e = np.lexsort((b, a))
+        pairs = list(zip(a[e].tolist(), b[e].tolist()))
+        similarity = similarity[e].tolist()
+        edge_similarity = dict(zip(pairs, similarity))
+        sim = np.array(
+            [
+                1.0 if x == c else edge_similarity.get((min(x, c), max(x, c)), np.nan)
+                for x, c in zip(node.tolist(), centre.tolist())
+            ]
+        )
+        # The group report: the edges whose two ends are in one group, summed in pair order as the CLI sums them.
+        group_of = dict(zip(node.tolist(), g.tolist()))
+        edges = np.zeros(len(centres), dtype=np.int64)
+        min_edge = np.full(len(centres), np.inf)
+        sum_edge = [0.0] * len(centres)
+        for (x, y), s in zip(pairs, similarity):
+            k = group_of.get(x)
+            if k is not None and k == group_of.get(y):
+                edges[k] += 1
+                min_edge[k] = min(min_edge[k], s)
+                sum_edge[k] += s
+        is_centre = node == centre
+        on_centre = [pa.array(np.asarray(x)[g], mask=~is_centre) for x in (edges, min_edge, sum_edge)]
+        return pa.table(
+            {
+                "node": node, "centre": centre, "group": rank[g], "size": size[g].astype(np.int64), "sim": sim,
+                "edges": on_centre[0], "min_edge": on_centre[1], "sum_edge": on_centre[2],
+            }
+        )
+
+    return group_all
+
+
 def dedup(
     df: Any,
     *,
@@ -805,10 +859,16 @@ def dedup(
         # The whole graph in one task: the CLI's own grouping (lsh::cluster::group_ranked) over every verified
         # edge at once, so components, centres and the star cover are the CLI's without any rounds.
         edges = with_keys(verified.select("a", "b", "similarity"))
-        assignment = edges.groupBy(F.lit(0).alias("_graph")).applyInArrow(
-            _cover(rank_order, groups), "node long, centre long"
+        members = _checkpoint(
+            edges.groupBy(F.lit(0).alias("_graph")).applyInArrow(
+                _group_all(rank_order, groups),
+                "node long, centre long, group long, size long, sim double, edges long, min_edge double, "
+                "sum_edge double",
+            ),
+            True,
         )
         rounds, graph = 0, "one task"
+        clock.lap("groups")
     else:
         labels, rounds = _components(verified.select(F.col("a").alias("u"), F.col("b").alias("v")), True)
         graph = "distributed"
@@ -852,82 +912,96 @@ def dedup(
                 "pos", F.col("node")
             )
             assignment = ranked.withColumn("centre", F.first("node").over(by_policy)).select("node", "centre")
-    assignment = _checkpoint(assignment, True)
-    clock.lap("centres")
-    groups_core = assignment.groupBy("centre").agg(F.count("*").alias("size"), F.min("node").alias("first"))
-    # Group numbers: groups ordered by their smallest member, numbered from 0 without one task.
-    numbered = groups_core.select("first").rdd.map(lambda r: r[0]).sortBy(lambda x: x).zipWithIndex()
-    numbers = spark.createDataFrame(numbered, "first long, group long")
-    group_table = _checkpoint(groups_core.join(numbers, "first"), True)
-    clock.lap("group numbers")
+    if graph == "distributed":
+        assignment = _checkpoint(assignment, True)
+        clock.lap("centres")
+        groups_core = assignment.groupBy("centre").agg(F.count("*").alias("size"), F.min("node").alias("first"))
+        # Group numbers: groups ordered by their smallest member, numbered from 0 without one task.
+        numbered = groups_core.select("first").rdd.map(lambda r: r[0]).sortBy(lambda x: x).zipWithIndex()
+        numbers = spark.createDataFrame(numbered, "first long, group long")
+        group_table = _checkpoint(groups_core.join(numbers, "first"), True)
+        # A member joined to its centre by a verified edge (every member under center) takes the edge's
+        # similarity; the others are scored below. The group report's edge columns: the edges inside the group,
+        # their min and their sum in pair order.
+        edge_sim = verified.select(
+            F.col("a").alias("lo"), F.col("b").alias("hi"), F.col("similarity").alias("edge")
+        )
+        ga = assignment.select(F.col("node").alias("a"), F.col("centre"))
+        gb = assignment.select(F.col("node").alias("b"), F.col("centre").alias("centre_b"))
+        edge_stats = (
+            verified.join(ga, "a")
+            .join(gb, "b")
+            .where(F.col("centre") == F.col("centre_b"))
+            .groupBy("centre")
+            .agg(
+                F.count("*").alias("edges"),
+                F.min("similarity").alias("min_edge"),
+                F.aggregate(
+                    F.array_sort(F.collect_list(F.struct("a", "b", "similarity"))),
+                    F.lit(0.0).cast("double"),
+                    lambda acc, x: acc + x["similarity"],
+                ).alias("sum_edge"),
+            )
+        )
+        members = _checkpoint(
+            assignment.join(group_table, "centre")
+            .join(
+                edge_sim,
+                (F.least("node", "centre") == F.col("lo")) & (F.greatest("node", "centre") == F.col("hi")),
+                "left",
+            )
+            .join(edge_stats.withColumnRenamed("centre", "node"), "node", "left")
+            .select(
+                "node", "centre", "group", "size",
+                F.when(F.col("node") == F.col("centre"), F.lit(1.0)).otherwise(
+                    F.coalesce(F.col("edge"), F.lit(float("nan")))
+                ).alias("sim"),
+                "edges", "min_edge", "sum_edge",
+            ),
+            True,
+        )
+        clock.lap("group numbers")
 
-    # Similarity of each member to its centre: the exact Jaccard (verify exact) or the estimate.
-    member_rows = assignment.join(group_table, "centre").select(
-        "group", "size", "centre", F.col("node").alias("a"), F.col("centre").alias("b")
-    )
-    # A member joined to its centre by a verified edge (every member under center) takes the edge's similarity;
-    # the others are scored like the candidates.
-    to_score = member_rows.where(F.col("a") != F.col("b")).select("a", "b")
-    edge_sim = verified.select(F.col("a").alias("lo"), F.col("b").alias("hi"), F.col("similarity").alias("edge"))
-    known = to_score.join(
-        edge_sim, (F.least("a", "b") == F.col("lo")) & (F.greatest("a", "b") == F.col("hi")), "left"
-    )
-    fresh = score(known.where(F.col("lo").isNull()).select("a", "b")).select(
-        "a", "b", F.coalesce(F.col("jaccard"), F.col("estimate")).alias("sim")
-    )
-    to_centre = known.where(F.col("lo").isNotNull()).select("a", "b", F.col("edge").alias("sim")).union(fresh)
+    # Members that share no verified pair with their centre (only under components) are scored like the
+    # candidates; then the ids.
+    fresh = score(
+        members.where(F.isnan("sim")).select(F.col("node").alias("a"), F.col("centre").alias("b"))
+    ).select(F.col("a").alias("node"), F.coalesce(F.col("jaccard"), F.col("estimate")).alias("fresh"))
     grouped = (
-        member_rows.join(to_centre, ["a", "b"], "left")
-        .join(ids.select(F.col("pos").alias("a"), "id"), "a")
+        members.join(fresh, "node", "left")
+        .join(ids.select(F.col("pos").alias("node"), "id"), "node")
         .join(ids.select(F.col("pos").alias("centre"), F.col("id").alias("center")), "centre")
         .select(
             "group",
             "id",
             "size",
             "center",
-            (F.col("a") == F.col("centre")).alias("is_center"),
-            F.when(F.col("a") == F.col("centre"), F.lit(1.0))
-            .otherwise(F.when(F.isnan("sim"), F.lit(None)).otherwise(F.col("sim")))
-            .alias("similarity_to_center"),
-            F.col("a").alias("_pos"),
+            (F.col("node") == F.col("centre")).alias("is_center"),
+            F.when(F.isnan("sim"), F.col("fresh")).otherwise(F.col("sim")).alias("sim"),
+            F.col("node").alias("_pos"),
+            "edges",
+            "min_edge",
+            "sum_edge",
+        )
+        .withColumn(
+            "similarity_to_center", F.when(F.isnan("sim"), F.lit(None)).otherwise(F.col("sim"))
         )
     )
     grouped = _checkpoint(grouped, True)
     clock.lap("similarity to centre")
-    clusters = grouped.orderBy("group", "_pos").drop("_pos")
-
-    # The group report's edge columns: edges inside the group, their min and mean (summed in pair order).
-    ga = assignment.select(F.col("node").alias("a"), F.col("centre"))
-    gb = assignment.select(F.col("node").alias("b"), F.col("centre").alias("centre_b"))
-    edge_stats = (
-        verified.join(ga, "a")
-        .join(gb, "b")
-        .where(F.col("centre") == F.col("centre_b"))
-        .groupBy("centre")
-        .agg(
-            F.count("*").alias("edges"),
-            F.min("similarity").alias("min_edge"),
-            F.aggregate(
-                F.array_sort(F.collect_list(F.struct("a", "b", "similarity"))),
-                F.lit(0.0).cast("double"),
-                lambda acc, x: acc + x["similarity"],
-            ).alias("sum_edge"),
-        )
+    clusters = grouped.orderBy("group", "_pos").select(
+        "group", "id", "size", "center", "is_center", "similarity_to_center"
     )
-    groups_report = (
-        group_table.join(edge_stats, "centre")
-        .join(ids.select(F.col("pos").alias("centre"), F.col("id").alias("center")), "centre")
-        .select(
-            "group",
-            "size",
-            "center",
-            "edges",
-            "min_edge",
-            (F.col("sum_edge") / F.col("edges")).alias("mean_edge"),
-            F.lit("exact" if exact else "estimate").alias("similarity"),
-        )
-        .orderBy("group")
-    )
+    group_table = grouped.where(F.col("is_center"))
+    groups_report = group_table.select(
+        "group",
+        "size",
+        "center",
+        "edges",
+        "min_edge",
+        (F.col("sum_edge") / F.col("edges")).alias("mean_edge"),
+        F.lit("exact" if exact else "estimate").alias("similarity"),
+    ).orderBy("group")
 
     # 6. Survivors: the audit of removals (`lshbench dedup --removed`) and the kept rows.
     removals = grouped.where(~F.col("is_center")).select(
