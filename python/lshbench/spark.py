@@ -275,10 +275,14 @@ def _walk_buckets(params: dict, cap: int, max_candidates: int) -> Any:
     def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         chunks: list = [[], [], [], []]
         for batch in batches:
-            for blob in batch.column("rows").to_pylist():
-                n = len(blob) // _BAND_ROW_BYTES
+            blobs = batch.column("rows")
+            width = np.int64 if pa.types.is_large_binary(blobs.type) else np.int32
+            offsets = np.frombuffer(blobs.buffers()[1], dtype=width)[blobs.offset : blobs.offset + len(blobs) + 1]
+            data = blobs.buffers()[2]
+            for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+                n = (end - start) // _BAND_ROW_BYTES
                 for i, (dtype, at) in enumerate(((np.int64, 0), (np.int64, 8), (np.int64, 16), (np.int16, 24))):
-                    chunks[i].append(np.frombuffer(blob, dtype=dtype, count=n, offset=at * n))
+                    chunks[i].append(np.frombuffer(data, dtype=dtype, count=n, offset=start + at * n))
         if not chunks[0]:
             return
         key, pos, fp, band = (np.concatenate(c) for c in chunks)
@@ -804,12 +808,14 @@ def dedup(
 
     def score(pairs: Any) -> Any:
         """(a, b) pairs of candidates' documents with (a, b, estimate, jaccard)."""
-        end_a = [F.col("pos").alias("a"), F.col("sig").alias("sig_a")]
-        end_b = [F.col("pos").alias("b"), F.col("sig").alias("sig_b")]
-        if exact:
-            end_a.append(F.col("text").alias("text_a"))
-            end_b.append(F.col("text").alias("text_b"))
-        joined = pairs.join(vdocs.select(*end_a), "a").join(vdocs.select(*end_b), "b")
+        # Both ends join the same frame under the same name, so Spark shuffles it once for both joins.
+        ends = ["sig", "text"] if exact else ["sig"]
+        joined = pairs.join(vdocs, pairs.a == vdocs.pos).select(
+            "a", "b", *[F.col(c).alias(f"{c}_a") for c in ends]
+        )
+        joined = joined.join(vdocs, joined.b == vdocs.pos).select(
+            "a", "b", *[f"{c}_a" for c in ends], *[F.col(c).alias(f"{c}_b") for c in ends]
+        )
         return joined.mapInArrow(_score_batches(params, exact), "a long, b long, estimate double, jaccard double")
 
     scored = score(candidates)
@@ -964,11 +970,19 @@ def dedup(
 
     # Members that share no verified pair with their centre (only under components) are scored like the
     # candidates; then the ids.
-    fresh = score(
-        members.where(F.isnan("sim")).select(F.col("node").alias("a"), F.col("centre").alias("b"))
-    ).select(F.col("a").alias("node"), F.coalesce(F.col("jaccard"), F.col("estimate")).alias("fresh"))
+    unpaired = members.where(F.isnan("sim")).select(F.col("node").alias("a"), F.col("centre").alias("b"))
+    if unpaired.limit(1).count():
+        members = members.join(
+            score(unpaired).select(
+                F.col("a").alias("node"), F.coalesce(F.col("jaccard"), F.col("estimate")).alias("fresh")
+            ),
+            "node",
+            "left",
+        )
+    else:
+        members = members.withColumn("fresh", F.lit(None).cast("double"))
     grouped = (
-        members.join(fresh, "node", "left")
+        members
         .join(ids.select(F.col("pos").alias("node"), "id"), "node")
         .join(ids.select(F.col("pos").alias("centre"), F.col("id").alias("center")), "centre")
         .select(
