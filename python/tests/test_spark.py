@@ -405,3 +405,27 @@ def test_survivor_arguments_are_refused_before_any_work(spark):
         with pytest.raises(ValueError) as e:
             lspark.dedup(df, position_column="pos", bands=42, rows=3, **kwargs)
         assert message in str(e.value), (message, str(e.value))
+
+
+def test_standalone_cluster_runs_the_job_as_spark_submit(head_corpus, tmp_path):
+    # A real Spark standalone cluster on this machine (a master and one worker of one core, pyspark's own
+    # daemons), the job submitted with spark-submit as the guide's cluster chapter says: the CLI's pairs and
+    # groups, written by executors that are not the driver.
+    corpus, (want_pairs, want_clusters, _, _, _) = head_corpus
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "spark" / "cluster.py"), "--input", str(corpus), "--output",
+         str(out), "--workers", "1", "--worker-memory", "1g", "--driver-memory", "1g", "--shuffle-partitions", "4",
+         "--work", str(tmp_path / "cluster"), "--", "--text-column", "text", "--id-column", "id", *BANDING,
+         "--groups", "components", "--keep", "longest"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    pairs = pq.read_table(out / "pairs.parquet")
+    clusters = pq.read_table(out / "clusters.parquet")
+    assert [(r["id_a"], r["id_b"]) for r in pairs.to_pylist()] == [(r["id_a"], r["id_b"]) for r in want_pairs]
+    assert [(r["group"], r["id"], r["center"]) for r in clusters.to_pylist()] == [
+        (int(r["group"]), r["id"], r["center"]) for r in want_clusters
+    ]
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report["workers"] == 1 and report["events"]["executors"] == 1 and report["events"]["tasks"] > 0
