@@ -66,7 +66,8 @@ class DedupResult:
     one row per member of each group of two or more documents, sorted by group then position. ``groups``:
     ``group, size, center, edges, min_edge, mean_edge, similarity``, the first columns of the CLI's group
     report. ``stats``: documents, empty documents, candidates, verified pairs, components rounds, the grouping
-    (``components`` or ``center``), groups. ``removed``: ``id, survivor, similarity, basis, group, rule``, the
+    (``components`` or ``center``), where the graph was grouped (``graph``: ``one task`` or ``distributed``),
+    groups, and the wall seconds of each stage (``seconds``). ``removed``: ``id, survivor, similarity, basis, group, rule``, the
     audit of ``lshbench dedup --removed``, one row per removed document by position. ``kept``: the input
     DataFrame's rows that survive, every column, by position (``lshbench dedup --kept``).
     """
