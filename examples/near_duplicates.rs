@@ -65,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for &(a, b) in &candidates.pairs {
         let (a, b) = (a as usize, b as usize);
         let estimate = kernel.estimate(sig(a), sig(b));
-        let exact = lshbench::exact::jaccard(&shingler.set(texts[a]), &shingler.set(texts[b]));
+        let exact = lshbench::sets::jaccard(&shingler.set(texts[a]), &shingler.set(texts[b]));
         println!("  {a} ~ {b}: {estimate:.3}, {exact:.3}");
         assert!(
             (estimate - exact).abs() < 0.25,

@@ -19,7 +19,6 @@ pub mod survivor;
 pub mod tables;
 
 use crate::corpus::{CorpusReader, ReadError, ReadStats};
-use crate::exact;
 use crate::exec::Progress;
 use crate::kernel::Kernel;
 use crate::lsh::cluster::{self, Edge, Group, GroupMode, GroupStats};
@@ -27,6 +26,7 @@ use crate::lsh::index::{self, BandHasher, CandidateStats, TooManyCandidates};
 use crate::lsh::scurve::{Banding, BandingError, check_threshold};
 use crate::lsh::tune;
 use crate::output::{AtomicFile, OutputError};
+use crate::sets;
 use crate::shingle::Shingler;
 use rayon::prelude::*;
 use state::{State, StateError, StateParams};
@@ -474,7 +474,7 @@ pub fn run(
     }
     let outputs = &options.outputs;
     let keep_text = options.verify == Verify::Exact;
-    let arena = exact::SetArena::tuned(&options.tuning);
+    let arena = sets::SetArena::tuned(&options.tuning);
     check_rank_field(options, reader)?;
     corpus.short = options.short;
     corpus.keep = options.keep.clone();
@@ -700,7 +700,7 @@ pub fn dedup_signed(
     config: &DedupConfig,
     keep_texts: bool,
 ) -> Result<DedupOutcome, DedupError> {
-    let arena = exact::SetArena::new();
+    let arena = sets::SetArena::new();
     dedup_signed_in(corpus, kernel, shingler, config, keep_texts, &arena)
 }
 
@@ -711,7 +711,7 @@ fn dedup_signed_in(
     shingler: &Shingler,
     config: &DedupConfig,
     keep_texts: bool,
-    arena: &exact::SetArena,
+    arena: &sets::SetArena,
 ) -> Result<DedupOutcome, DedupError> {
     let k = kernel.num_perm();
     let n = corpus.ids.len();
@@ -745,18 +745,18 @@ fn dedup_signed_in(
     // Verify. Shingle sets only for documents in some candidate pair (and read in this run).
     let t_verify = Instant::now();
     let sig = |i: u32| &corpus.signatures[i as usize * k..(i as usize + 1) * k];
-    let mut sets: Vec<Option<exact::SplitSet>> = vec![None; n];
+    let mut sets: Vec<Option<sets::SplitSet>> = vec![None; n];
     if config.verify == Verify::Exact {
         let mut needed: Vec<u32> = cands.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
         needed.par_sort_unstable();
         needed.dedup();
         needed.retain(|&i| i as usize >= corpus.loaded);
-        let built: Vec<(u32, exact::SplitSet)> = needed
+        let built: Vec<(u32, sets::SplitSet)> = needed
             .par_iter()
             .map(|&i| {
                 (
                     i,
-                    exact::verification_split_set_in(
+                    sets::verification_split_set_in(
                         shingler,
                         &corpus.texts[i as usize - corpus.loaded],
                         arena,
@@ -914,7 +914,7 @@ pub(crate) fn unband_short(
 /// sets, a pair whose sizes or overlap cannot reach `t` is dropped without a full merge (J <= min/max, and the
 /// rounded ratio bounds the rounded J from above, so no pair at or above `t` is lost); without them, exact
 /// verification falls back to the estimate.
-pub(crate) fn check_pair<S: exact::IdSet + ?Sized>(
+pub(crate) fn check_pair<S: sets::IdSet + ?Sized>(
     verify: Verify,
     t: f64,
     a: u32,
@@ -929,9 +929,9 @@ pub(crate) fn check_pair<S: exact::IdSet + ?Sized>(
             if (lo as f64) / (hi as f64) < t {
                 return None;
             }
-            let need = exact::required_overlap(t, x.size(), y.size());
+            let need = sets::required_overlap(t, x.size(), y.size());
             let inter = x.intersection_at_least(y, need, dispatch)?;
-            Some(exact::jaccard_from_counts(inter, x.size(), y.size()))
+            Some(sets::jaccard_from_counts(inter, x.size(), y.size()))
         }
         None => None,
     };

@@ -37,7 +37,7 @@ pub struct Tuning {
     /// one is ([`spare_cpu`]), and poll their channels there before they sleep on them (`send_polling`).
     pub bind_helpers: bool,
     /// `dedup`'s verification sets' mappings are advised for transparent huge pages
-    /// ([`crate::exact::SetArena`]).
+    /// ([`crate::sets::SetArena`]).
     pub huge_pages: bool,
     /// `sketch`'s output files replace existing ones by exchanging names with them (`renameat2` with
     /// `RENAME_EXCHANGE`), sparing the flush that ext4 does in a rename over a file

@@ -9,9 +9,9 @@
 //! | 1 | [`arch`], [`exec`] | instruction-set detection, dispatch and tokens; the thread pool and the progress hook |
 //! | 2 | [`window`], [`corpus`] | the window stream and the one definition of a window's id; readers and generators |
 //! | 3 | [`shingle`], [`kernel`] | text to windows; ids to signatures (the registry) |
-//! | 4 | [`lsh`] | S-curve theory, tuning, banding, union-find groups |
+//! | 4 | [`lsh`], [`sets`] | S-curve theory, tuning, banding, union-find groups; shingle-id sets and their intersections |
 //! | 5 | [`pipeline`] | the only module that knows both a shingler and a kernel |
-//! | 6 | [`exact`], [`sketch`] | exact Jaccard ground truth; signatures of a corpus to files |
+//! | 6 | [`exact`], [`sketch`] | the exact all-pairs join, the ground truth; signatures of a corpus to files |
 //! | 7 | [`dedup`] | the end-to-end job |
 //! | 8 | [`experiment`], `online` (feature `online`) | the research harness; the durable online index |
 //! | 9 | `server` (feature `server`) | the HTTP service over the online index |
@@ -39,6 +39,7 @@ pub mod output;
 pub mod pipeline;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod sets;
 pub mod shingle;
 pub mod sketch;
 pub mod window;

@@ -20,6 +20,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("shingle", 3),
     ("kernel", 3),
     ("lsh", 4),
+    ("sets", 4),
     ("pipeline", 5),
     ("exact", 6),
     ("sketch", 6),

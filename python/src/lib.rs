@@ -14,12 +14,12 @@ use lshbench::corpus::FieldValue;
 use lshbench::dedup::state::{State, StateParams};
 use lshbench::dedup::survivor::{self, Keep, RankInputs, Short};
 use lshbench::dedup::{self, Corpus, Verify};
-use lshbench::exact;
 use lshbench::kernel::{self, Kernel, KernelParams};
 use lshbench::lsh::cluster::{self, Edge, GroupMode};
 use lshbench::lsh::index::LshIndex;
 use lshbench::lsh::scurve::{Banding, ScurveOptions};
 use lshbench::lsh::tune::{self as tuning, Targets, TuneOptions, TuneOutcome, TuneRow};
+use lshbench::sets;
 use lshbench::shingle::{Normalization, ShingleKind, Shingler};
 use numpy::{
     PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
@@ -457,9 +457,9 @@ fn jaccard(
         strip_punctuation,
         seed,
     )?;
-    Ok(exact::jaccard(
-        &exact::verification_set(&shingler, text_a),
-        &exact::verification_set(&shingler, text_b),
+    Ok(sets::jaccard(
+        &sets::verification_set(&shingler, text_a),
+        &sets::verification_set(&shingler, text_b),
     ))
 }
 
@@ -493,9 +493,9 @@ fn jaccard_pairs<'py>(
             pairs
                 .par_iter()
                 .map(|&(a, b)| {
-                    exact::jaccard(
-                        &exact::verification_set(&shingler, views[a]),
-                        &exact::verification_set(&shingler, views[b]),
+                    sets::jaccard(
+                        &sets::verification_set(&shingler, views[a]),
+                        &sets::verification_set(&shingler, views[b]),
                     )
                 })
                 .collect::<Vec<f64>>()

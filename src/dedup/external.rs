@@ -33,11 +33,11 @@ use super::{
     band_hasher, check_pair, group_verified, write_outputs,
 };
 use crate::corpus::{CorpusReader, Document};
-use crate::exact;
 use crate::exec::Progress;
 use crate::kernel::Kernel;
 use crate::lsh::cluster::{self, Group, GroupStats};
 use crate::lsh::index::{BandHasher, CandidateStats, TooManyCandidates, emit_group};
+use crate::sets;
 use crate::shingle::Shingler;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -1112,7 +1112,7 @@ fn group_candidates(
             let [x, y] = [(&fresh[0], a), (&fresh[1], b)]
                 .map(|(f, d)| f.as_ref().unwrap_or_else(|| &cache.docs[&d]));
             if store.exact {
-                exact::jaccard_ids(&x.set, &y.set, store.dispatch)
+                sets::jaccard_ids(&x.set, &y.set, store.dispatch)
             } else {
                 kernel.estimate(&x.sig, &y.sig)
             }
@@ -1268,7 +1268,7 @@ fn second_pass(
             scratch.reserve_exact(doc.text.len());
             kernel.sign_text(shingler, &doc.text, scratch, &mut sig);
             let set = if verify == Verify::Exact {
-                let kept = exact::verification_ids(shingler, &doc.text, scratch);
+                let kept = sets::verification_ids(shingler, &doc.text, scratch);
                 &scratch[..kept]
             } else {
                 &[]

@@ -114,7 +114,7 @@ fn prepare(ctx: &Ctx, study: &RecallStudy) -> Result<Prepared> {
     let sets: Vec<Vec<u64>> = texts
         .texts
         .par_iter()
-        .map(|t| crate::exact::shingle_set(&shingler, t))
+        .map(|t| crate::sets::shingle_set(&shingler, t))
         .collect();
     let t_min = study
         .thresholds
@@ -176,7 +176,7 @@ fn run_cell(
             .pairs
             .par_iter()
             .map(|&(a, b)| {
-                let j = crate::exact::jaccard(&prep.sets[a as usize], &prep.sets[b as usize]);
+                let j = crate::sets::jaccard(&prep.sets[a as usize], &prep.sets[b as usize]);
                 (a, b, j, kernel.estimate(sig(a), sig(b)))
             })
             .collect();

@@ -36,7 +36,7 @@ pub mod storage;
 mod store;
 
 use crate::dedup::{self, Verify};
-use crate::exact::{self, SplitSet};
+use crate::sets::{self, SplitSet};
 use api::{DeleteResponse, DocIn, DocResult, DocumentResponse, Duplicate, InsertMode, QueryDoc};
 use log::{DocRecord, Record, RecoveryError};
 use params::{Built, IndexParams, ParamChoices, ParamsError};
@@ -544,7 +544,7 @@ impl OnlineIndex {
         let empty =
             IDS.with_borrow_mut(|ids| b.kernel.sign_text(&b.shingler, text, ids, &mut signature));
         let set = (with_set && !empty && b.verify == Verify::Exact)
-            .then(|| exact::verification_split_set(&b.shingler, text));
+            .then(|| sets::verification_split_set(&b.shingler, text));
         let text = self
             .shared
             .params
@@ -1047,7 +1047,7 @@ fn verify(b: &Built, doc: &Prepared, c: &Candidate) -> Option<Duplicate> {
     let other = match (&doc.set, &c.text) {
         (Some(_), Some(text)) => store::decompress(text)
             .ok()
-            .map(|text| exact::verification_split_set(&b.shingler, &text)),
+            .map(|text| sets::verification_split_set(&b.shingler, &text)),
         _ => None,
     };
     let sets = match (&other, &doc.set) {
