@@ -6,10 +6,10 @@
 //! the J-space curve (0.42 at J = 0.25), which this test would catch.
 
 use lshbench::corpus::pairs::{ElementKind, PairShape, PairSource};
-use lshbench::dedup::choose_banding;
 use lshbench::experiment::scurve::shares_band;
 use lshbench::experiment::stats::{bonferroni_level, wilson, z_two_sided};
 use lshbench::kernel::{self, KernelParams, bbit::BBit};
+use lshbench::lsh::choice::choose_banding;
 use lshbench::lsh::tune::{DEFAULT_RECALL, slot_agreement};
 
 const K: usize = 128;
@@ -19,7 +19,7 @@ const K: usize = 128;
 fn candidate_count(
     kernel: &str,
     bits: u32,
-    choice: &lshbench::dedup::BandingChoice,
+    choice: &lshbench::lsh::choice::BandingChoice,
     union: usize,
     j: f64,
     trials: usize,

@@ -474,7 +474,7 @@ fn sketch_bits_writes_packed_signatures() {
     ok(&four);
     assert!(std::fs::read_to_string(&pairs).unwrap().lines().count() > 1);
     // The banding is tuned at the 4-bit slot agreement (tests/bits_banding.rs), and the summary says so.
-    let want = lshbench::dedup::choose_banding(None, None, Some(0.5), 128, 4).unwrap();
+    let want = lshbench::lsh::choice::choose_banding(None, None, Some(0.5), 128, 4).unwrap();
     let summary = String::from_utf8_lossy(&four.stdout);
     assert!(
         summary.contains(&format!(

@@ -138,7 +138,7 @@ proptest! {
             corpus.texts.push(bases[p].to_string());
         }
         let config = DedupConfig {
-            choice: dedup::choose_banding(None, None, Some(0.8), k, 32).unwrap(),
+            choice: lshbench::lsh::choice::choose_banding(None, None, Some(0.8), k, 32).unwrap(),
             verify: Verify::default(),
             groups: GroupMode::default(),
             bucket_cap: 1000,

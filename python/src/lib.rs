@@ -15,6 +15,7 @@ use lshbench::dedup::state::{State, StateParams};
 use lshbench::dedup::survivor::{self, Keep, RankInputs, Short};
 use lshbench::dedup::{self, Corpus, Verify};
 use lshbench::kernel::{self, Kernel, KernelParams};
+use lshbench::lsh::choice;
 use lshbench::lsh::cluster::{self, Edge, GroupMode};
 use lshbench::lsh::index::LshIndex;
 use lshbench::lsh::scurve::{Banding, ScurveOptions};
@@ -310,7 +311,7 @@ fn band_keys<'py>(
         .as_slice()
         .map(|s| s.to_vec())
         .or_else(|_| Ok::<_, PyErr>(signatures.as_array().iter().copied().collect::<Vec<u32>>()))?;
-    let hasher = dedup::band_hasher(banding, seed);
+    let hasher = choice::band_hasher(banding, seed);
     let keys = py.detach(|| {
         let mut keys = vec![0u64; n * bands];
         if bands > 0 && k > 0 {
@@ -1077,7 +1078,7 @@ impl PyLshIndex {
             spec,
             shingler,
             kernel,
-            index: LshIndex::new(banding, dedup::band_seed(seed)),
+            index: LshIndex::new(banding, choice::band_seed(seed)),
             ids: Vec::new(),
             empty: Vec::new(),
             signatures: Vec::new(),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// Upper limits of the flags that size memory or work, beyond which a command stops with an error naming the
 /// flag (the guide's Reliability page, section "Bad input", lists them with the library's: `--num-perm` at most
 /// [`kernel::MAX_NUM_PERM`], `--threads` at most [`crate::exec::MAX_THREADS`], `--bucket-cap` at most
-/// [`crate::dedup::MAX_BUCKET_CAP`]).
+/// [`crate::lsh::choice::MAX_BUCKET_CAP`]).
 pub mod limits {
     /// `dedup --max-candidates`: candidate pairs held in memory (8 bytes each).
     pub const MAX_CANDIDATES: u64 = 1_000_000_000;

@@ -30,11 +30,12 @@
 use super::spill::{RecordFile, RecordWriter, SeqFile, Sorter, SpillDir, SpillError};
 use super::{
     CheckedPair, DedupConfig, DedupError, DedupOptions, DedupOutcome, DedupReport, Verify,
-    band_hasher, check_pair, group_verified, write_outputs,
+    check_pair, group_verified, write_outputs,
 };
 use crate::corpus::{CorpusReader, Document};
 use crate::exec::Progress;
 use crate::kernel::Kernel;
+use crate::lsh::choice::band_hasher;
 use crate::lsh::cluster::{self, Group, GroupStats};
 use crate::lsh::index::{BandHasher, CandidateStats, TooManyCandidates, emit_group};
 use crate::sets;

@@ -53,7 +53,7 @@ pub trait Kernel: Send + Sync {
         fraction_equal(a, b)
     }
     /// Bits each slot keeps: 32, or fewer for b-bit slots ([`bbit::BBit`]), whose chance agreement the
-    /// banding must be tuned for (`dedup::choose_banding`).
+    /// banding must be tuned for (`lsh::choice::choose_banding`).
     fn slot_bits(&self) -> u32 {
         32
     }

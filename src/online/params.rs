@@ -3,8 +3,9 @@
 //! (texts or not). They are fixed at creation and written to `params.json` in the index directory; a later open
 //! reads them, and any parameter given again must agree ([`ParamChoices::resolve`]).
 
-use crate::dedup::{self, BandingChoice, Verify};
+use crate::dedup::Verify;
 use crate::kernel::{self, Kernel, KernelParams};
+use crate::lsh::choice::{self, BandingChoice};
 use crate::lsh::index::BandHasher;
 use crate::lsh::scurve::Banding;
 use crate::shingle::{Normalization, ShingleKind, Shingler};
@@ -112,7 +113,7 @@ pub enum ParamsError {
     },
     /// The banding, threshold or bits are out of range (the message says which).
     #[error(transparent)]
-    Banding(#[from] dedup::DedupError),
+    Banding(#[from] choice::ChoiceError),
     /// The kernel could not be built.
     #[error(transparent)]
     Kernel(#[from] kernel::KernelError),
@@ -137,24 +138,24 @@ pub enum ParamsError {
     )]
     ExactWithoutTexts,
     /// A bucket cap below 1 or above dedup's limit.
-    #[error("--bucket-cap {0} is outside 1..={max}", max = dedup::MAX_BUCKET_CAP)]
+    #[error("--bucket-cap {0} is outside 1..={max}", max = choice::MAX_BUCKET_CAP)]
     BucketCap(usize),
 }
 
 impl ParamChoices {
     /// The parameters of a new index: each choice, or its default (those of `lshbench dedup`). The banding is
-    /// resolved as `dedup` resolves it ([`dedup::choose_banding`]).
+    /// resolved as `dedup` resolves it ([`choice::choose_banding`]).
     pub fn create(&self) -> Result<IndexParams, ParamsError> {
         let num_perm = self.num_perm.unwrap_or(128);
         let bits = kernel::bbit::check_bits(self.bits.unwrap_or(32))?;
-        let choice = dedup::choose_banding(self.bands, self.rows, self.threshold, num_perm, bits)?;
+        let choice = choice::choose_banding(self.bands, self.rows, self.threshold, num_perm, bits)?;
         let verify = self.verify.unwrap_or_default();
         let keep_texts = self.keep_texts.unwrap_or(true);
         if verify == Verify::Exact && !keep_texts {
             return Err(ParamsError::ExactWithoutTexts);
         }
         let bucket_cap = self.bucket_cap.unwrap_or(DEFAULT_BUCKET_CAP);
-        if bucket_cap == 0 || bucket_cap > dedup::MAX_BUCKET_CAP {
+        if bucket_cap == 0 || bucket_cap > choice::MAX_BUCKET_CAP {
             return Err(ParamsError::BucketCap(bucket_cap));
         }
         let params = IndexParams {
@@ -258,7 +259,7 @@ pub struct Built {
     pub kernel: Box<dyn Kernel>,
     /// The banding, the threshold and the slot bits.
     pub choice: BandingChoice,
-    /// Band keys: `dedup`'s ([`dedup::band_hasher`]), so an index and `dedup` band alike.
+    /// Band keys: `dedup`'s ([`choice::band_hasher`]), so an index and `dedup` band alike.
     pub hasher: BandHasher,
     /// How candidates are confirmed.
     pub verify: Verify,
@@ -309,11 +310,11 @@ impl IndexParams {
             .map_err(|e| stored(e.to_string()))?;
         let threshold = crate::lsh::scurve::check_threshold(self.threshold)
             .map_err(|e| stored(e.to_string()))?;
-        if self.bucket_cap == 0 || self.bucket_cap > dedup::MAX_BUCKET_CAP {
+        if self.bucket_cap == 0 || self.bucket_cap > choice::MAX_BUCKET_CAP {
             return Err(ParamsError::BucketCap(self.bucket_cap));
         }
         Ok(Built {
-            hasher: dedup::band_hasher(banding, self.seed),
+            hasher: choice::band_hasher(banding, self.seed),
             choice: BandingChoice {
                 banding,
                 threshold,
