@@ -614,30 +614,34 @@ def _group_all(order: Optional[list], mode: str) -> Any:
         rank = np.empty(len(centres), dtype=np.int64)
         rank[np.argsort(node[first], kind="stable")] = np.arange(len(centres))
         g = np.searchsorted(centres, centre)
-        # Each member's verified pair with its centre, if any (edges are (smaller, larger) positions).
-        e = np.lexsort((b, a))
-        pairs = list(zip(a[e].tolist(), b[e].tolist()))
-        similarity = similarity[e].tolist()
-        edge_similarity = dict(zip(pairs, similarity))
-        sim = np.array(
-            [
-                1.0 if x == c else edge_similarity.get((min(x, c), max(x, c)), np.nan)
-                for x, c in zip(node.tolist(), centre.tolist())
-            ]
-        )
-        # The group report: the edges whose two ends are in one group, summed in pair order as the CLI sums them.
-        group_of = dict(zip(node.tolist(), g.tolist()))
-        edges = np.zeros(len(centres), dtype=np.int64)
+        # Positions as indices into the sorted nodes, so that an edge is one int64 key.
+        nodes = np.unique(np.concatenate([a, b]))
+        n = len(nodes)
+        la, lb = np.searchsorted(nodes, a), np.searchsorted(nodes, b)
+        pair_order = np.lexsort((lb, la))  # the order the CLI sums in
+        la, lb, similarity = la[pair_order], lb[pair_order], similarity[pair_order]
+        keys = la * n + lb
+        by_key = np.argsort(keys)
+        # Each member's verified pair with its centre, if any.
+        lx, lc = np.searchsorted(nodes, node), np.searchsorted(nodes, centre)
+        wanted = np.minimum(lx, lc) * n + np.maximum(lx, lc)
+        at = np.minimum(np.searchsorted(keys[by_key], wanted), len(keys) - 1)
+        found = keys[by_key][at] == wanted
+        sim = np.where(found, similarity[by_key][at], np.nan)
+        sim[node == centre] = 1.0
+        # The group report: the edges whose two ends are in one group; their sum taken one by one in pair order
+        # (np.add.at adds in index order), as the CLI sums them.
+        group_of = np.full(n, -1, dtype=np.int64)
+        group_of[lx] = g
+        ga, gb = group_of[la], group_of[lb]
+        inside = (ga == gb) & (ga >= 0)
+        edges = np.bincount(ga[inside], minlength=len(centres)).astype(np.int64)
         min_edge = np.full(len(centres), np.inf)
-        sum_edge = [0.0] * len(centres)
-        for (x, y), s in zip(pairs, similarity):
-            k = group_of.get(x)
-            if k is not None and k == group_of.get(y):
-                edges[k] += 1
-                min_edge[k] = min(min_edge[k], s)
-                sum_edge[k] += s
+        np.minimum.at(min_edge, ga[inside], similarity[inside])
+        sum_edge = np.zeros(len(centres))
+        np.add.at(sum_edge, ga[inside], similarity[inside])
         is_centre = node == centre
-        on_centre = [pa.array(np.asarray(x)[g], mask=~is_centre) for x in (edges, min_edge, sum_edge)]
+        on_centre = [pa.array(x[g], mask=~is_centre) for x in (edges, min_edge, sum_edge)]
         return pa.table(
             {
                 "node": node, "centre": centre, "group": rank[g], "size": size[g].astype(np.int64), "sim": sim,
