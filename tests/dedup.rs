@@ -133,11 +133,7 @@ fn dedup_pairs_are_exact_pairs_with_exact_values_and_recall_follows_the_s_curve(
     )
     .unwrap();
     assert_eq!(report.outcome.config.verify, Verify::Exact);
-    assert!(
-        report
-            .summary()
-            .contains("verified (exact, similarity >= 0.5)")
-    );
+    assert!(lshbench::cli::dedup::summary(&report).contains("verified (exact, similarity >= 0.5)"));
     let exact = read_pairs(&truth);
     let found = read_pairs(&pairs);
     assert!(

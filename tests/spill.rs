@@ -108,8 +108,7 @@ fn run(
             &lshbench::exec::Silent,
         )
     })?;
-    let summary: String = report
-        .summary()
+    let summary: String = lshbench::cli::dedup::summary(&report)
         .lines()
         .filter(|l| !l.starts_with("time: "))
         .map(|l| format!("{l}\n"))

@@ -2,7 +2,7 @@
 
 use crate::cli::args::{KernelArgs, ReaderArgs, ShingleArgs};
 use crate::cli::term::Bar;
-use crate::dedup::{self, DedupOptions, DedupOutputs, Verify};
+use crate::dedup::{self, DedupOptions, DedupOutputs, DedupReport, Verify, survivor};
 use crate::lsh::cluster::GroupMode;
 use crate::lsh::index;
 use std::path::PathBuf;
@@ -216,6 +216,166 @@ pub fn run(args: &DedupArgs) -> anyhow::Result<()> {
         )
     })?;
     bar.finish();
-    print!("{}", report.summary());
+    print!("{}", summary(&report));
     Ok(())
+}
+
+/// The run summary `lshbench dedup` prints on stdout: every document and every pair accounted for, the largest
+/// groups, the time per stage (newline-terminated lines).
+pub fn summary(report: &DedupReport) -> String {
+    use std::fmt::Write as _;
+    let (o, read, total) = (&report.outcome, &report.read, report.seconds);
+    let config = &o.config;
+    let mut s = String::new();
+    let c = &o.candidates;
+    let b = config.choice.banding;
+    let t = config.choice.threshold;
+    let _ = writeln!(s, "{}", read.report());
+    let new_docs = o.ids.len() - o.loaded;
+    let _ = writeln!(
+        s,
+        "documents: {new_docs} read now{}, {} empty (never candidates), {} banded",
+        if o.loaded > 0 {
+            format!(" + {} loaded from state", o.loaded)
+        } else {
+            String::new()
+        },
+        o.empty_documents,
+        c.documents
+    );
+    let choice = &config.choice;
+    let _ = writeln!(
+        s,
+        "banding: {} bands x {} rows ({}); P({t}) = {:.4}, P = 1/2 at s = {:.4}",
+        b.bands,
+        b.rows,
+        if choice.explicit {
+            "given".to_string()
+        } else {
+            format!("default rule for --threshold {t}: P(t) >= 0.99, then the smallest P(t/2)")
+        },
+        choice.probability(t),
+        choice.half_point()
+    );
+    if choice.bits < 32 {
+        let _ = writeln!(
+            s,
+            "{}-bit slots: a slot agrees with probability 2^-{} + (1 - 2^-{}) s, so the S-curve above is taken \
+             there; unrelated documents (s = 0) become candidates with probability {:.4}",
+            choice.bits,
+            choice.bits,
+            choice.bits,
+            choice.probability(0.0)
+        );
+    }
+    if choice.explicit && choice.probability(t) < 0.5 {
+        // An explicit --threshold that contradicts the banding is refused in `choose_banding`; the default
+        // threshold is not refused (the banding was the user's choice), but the contradiction is said plainly.
+        let _ = writeln!(
+            s,
+            "warning: this banding finds pairs at the verification threshold {t} (the default) with probability \
+             only {:.4}; pass --threshold to say which similarity you are after",
+            choice.probability(t)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "candidates: {} pairs; {} classes of identical banded signatures hold {} documents (largest {}); largest \
+         bucket {} documents",
+        c.candidates,
+        c.duplicate_classes,
+        c.documents_in_duplicate_classes,
+        c.largest_duplicate_class,
+        c.largest_bucket
+    );
+    if c.pairs_not_enumerated > 0 {
+        let _ = writeln!(
+            s,
+            "NOT ENUMERATED: {} buckets over --bucket-cap {} were walked as stars; {} pairs sharing a band (counted \
+             once per band) were not listed. Their documents stay connected through the star's centre.",
+            c.capped_groups, config.bucket_cap, c.pairs_not_enumerated
+        );
+    }
+    let _ = writeln!(
+        s,
+        "verified ({}{}): {} pairs",
+        config.verify.name(),
+        if config.verify == Verify::None {
+            String::new()
+        } else {
+            format!(", similarity >= {t}")
+        },
+        o.verified.len()
+    );
+    let in_groups: usize = o.groups.iter().map(|g| g.members.len()).sum();
+    let largest = o.groups.iter().map(|g| g.members.len()).max().unwrap_or(0);
+    let chained = o
+        .group_stats
+        .iter()
+        .filter(|g| g.pairs_below_threshold > 0)
+        .count();
+    let disjoint = o
+        .group_stats
+        .iter()
+        .filter(|g| g.pairs_disjoint > 0)
+        .count();
+    let _ = writeln!(
+        s,
+        "groups ({:?}): {} groups of 2+ documents covering {in_groups}; largest {largest}; {chained} with a member \
+         pair below the threshold, {disjoint} with a member pair sharing no shingle",
+        config.groups,
+        o.groups.len()
+    );
+    let removed = o.removed()[o.loaded..].iter().filter(|&&r| r).count();
+    let _ = writeln!(
+        s,
+        "kept: {} documents, {removed} removed as duplicates",
+        new_docs - removed,
+    );
+    if o.keep != survivor::Keep::Center || o.short != survivor::Short::Exact {
+        let _ = writeln!(
+            s,
+            "survivors: --keep {} (ties to the earliest); --short {}{}",
+            o.keep,
+            o.short.name(),
+            match o.short {
+                survivor::Short::Keep => " (short documents kept, not banded)".to_string(),
+                survivor::Short::Drop => format!(
+                    ": {} documents shorter than one shingle removed",
+                    o.short_removed.len()
+                ),
+                survivor::Short::Exact => String::new(),
+            }
+        );
+    }
+    let mut order: Vec<usize> = (0..o.groups.len()).collect();
+    order.sort_by_key(|&g| (std::cmp::Reverse(o.groups[g].members.len()), g));
+    if !order.is_empty() {
+        let _ = writeln!(
+            s,
+            "largest groups (member pairs: min/mean similarity, below threshold, sharing nothing):"
+        );
+        for &g in order.iter().take(5) {
+            let st = &o.group_stats[g];
+            let _ = writeln!(
+                s,
+                "  group {g}: {} documents, centre {}, {} {} pairs: min {:.3} mean {:.3}, {} below {t}, {} disjoint",
+                st.size,
+                o.ids[o.groups[g].center as usize],
+                if st.sampled { "sampled" } else { "all" },
+                st.pairs_examined,
+                st.min_pair,
+                st.mean_pair,
+                st.pairs_below_threshold,
+                st.pairs_disjoint
+            );
+        }
+    }
+    let stages: Vec<String> = o
+        .stage_seconds
+        .iter()
+        .map(|(n, x)| format!("{n} {x:.3} s"))
+        .collect();
+    let _ = writeln!(s, "time: {}; total {total:.3} s", stages.join(", "));
+    s
 }
