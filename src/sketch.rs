@@ -406,28 +406,6 @@ pub struct SketchReport {
     pub output: PathBuf,
 }
 
-impl SketchReport {
-    /// The run summary `lshbench sketch` prints on stderr (one line per fact, newline-terminated).
-    pub fn summary(&self) -> String {
-        format!(
-            "{}\nsketched {} documents, {} of them empty (their rows are all 4294967295)\n\
-             kernel {} on {}, k = {}, seed {}, shingle {}, {} threads: {:.3} s, {:.1} MB/s of text\nwrote {}\n",
-            self.read.report(),
-            self.documents,
-            self.empty,
-            self.kernel,
-            self.isa,
-            self.num_perm,
-            self.seed,
-            self.shingle,
-            self.threads,
-            self.seconds,
-            self.bytes as f64 / self.seconds / 1e6,
-            self.output.display()
-        )
-    }
-}
-
 /// Groups of signed batches queued for the writing thread of [`sketch`], at most.
 const WRITE_QUEUE: usize = 2;
 /// Signed batches per group sent to the writing thread: one wake-up of that thread per group rather than per

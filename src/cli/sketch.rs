@@ -2,7 +2,7 @@
 
 use crate::cli::args::{KernelArgs, ReaderArgs, ShingleArgs, check_outputs};
 use crate::cli::term::Bar;
-use crate::sketch::SignatureWriter;
+use crate::sketch::{SignatureWriter, SketchReport};
 use std::path::PathBuf;
 
 /// The flags of `lshbench sketch`.
@@ -63,6 +63,26 @@ pub fn run(args: &SketchArgs) -> anyhow::Result<()> {
         )
     })?;
     bar.finish();
-    eprint!("{}", report.summary());
+    eprint!("{}", summary(&report));
     Ok(())
+}
+
+/// The run summary `lshbench sketch` prints on stderr (one line per fact, newline-terminated).
+pub fn summary(report: &SketchReport) -> String {
+    format!(
+        "{}\nsketched {} documents, {} of them empty (their rows are all 4294967295)\n\
+         kernel {} on {}, k = {}, seed {}, shingle {}, {} threads: {:.3} s, {:.1} MB/s of text\nwrote {}\n",
+        report.read.report(),
+        report.documents,
+        report.empty,
+        report.kernel,
+        report.isa,
+        report.num_perm,
+        report.seed,
+        report.shingle,
+        report.threads,
+        report.seconds,
+        report.bytes as f64 / report.seconds / 1e6,
+        report.output.display()
+    )
 }
