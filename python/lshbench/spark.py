@@ -175,6 +175,23 @@ def _routes(spark: Any, partitions: int) -> np.ndarray:
     return np.array([first[p] for p in range(partitions)], dtype=np.int64)
 
 
+def _sketch(texts: pa.Array, params: dict) -> np.ndarray:
+    """The signatures of ``texts`` under the job's kernel, shingles and normalisation (in a Python worker)."""
+    import lshbench as lb
+
+    return lb.sketch(
+        texts,
+        kernel=params["kernel"],
+        num_perm=params["num_perm"],
+        seed=params["seed"],
+        shingle=params["shingle"],
+        lowercase=params["lowercase"],
+        collapse_whitespace=params["collapse_whitespace"],
+        strip_punctuation=params["strip_punctuation"],
+        threads=params["threads"],
+    )
+
+
 def _band_rows(params: dict, routes: np.ndarray) -> Any:
     """The mapInArrow function of stage 1: (pos, id, text) batches to band rows (band, key, pos, fp): one row per
     band of every banded document (its band key and its class fingerprint), and one row of its own per document
@@ -201,17 +218,7 @@ def _band_rows(params: dict, routes: np.ndarray) -> Any:
                 flags |= np.where(pos_col.is_null().to_numpy(zero_copy_only=False), _NULL_POS, 0)
                 pos_col = pc.fill_null(pos_col, -1)
             pos = pos_col.to_numpy().astype(np.int64, copy=False)
-            sigs = lb.sketch(
-                texts,
-                kernel=params["kernel"],
-                num_perm=params["num_perm"],
-                seed=params["seed"],
-                shingle=params["shingle"],
-                lowercase=params["lowercase"],
-                collapse_whitespace=params["collapse_whitespace"],
-                strip_punctuation=params["strip_punctuation"],
-                threads=params["threads"],
-            )
+            sigs = _sketch(texts, params)
             unbanded = np.all(sigs == _EMPTY_SLOT, axis=1)
             flags |= np.where(unbanded, _EMPTY, 0)
             if params["short"] != "exact":
@@ -265,7 +272,7 @@ def _clique(starts: np.ndarray, lengths: np.ndarray) -> tuple:
 
 
 def _walk_buckets(params: dict, cap: int, max_candidates: int) -> Any:
-    """The mapInArrow function of stage 2, on band rows partitioned by (band, key): the candidate pairs of every
+    """The mapInArrow function of stage 2, on band rows partitioned by their key: the candidate pairs of every
     bucket of the partition, as ``src/lsh/index.rs`` makes them. Documents with the same fingerprint in a bucket
     are one class (identical banded slots): a class's own pairs are made once, in its band-0 bucket (a clique, or
     over ``cap`` a star on its smallest position); a bucket holding two or more classes pairs every document
@@ -384,20 +391,8 @@ def _verification_docs(params: dict, exact: bool) -> Any:
     text])."""
 
     def sign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import lshbench as lb
-
         for batch in batches:
-            sigs = lb.sketch(
-                batch.column("text"),
-                kernel=params["kernel"],
-                num_perm=params["num_perm"],
-                seed=params["seed"],
-                shingle=params["shingle"],
-                lowercase=params["lowercase"],
-                collapse_whitespace=params["collapse_whitespace"],
-                strip_punctuation=params["strip_punctuation"],
-                threads=params["threads"],
-            )
+            sigs = _sketch(batch.column("text"), params)
             columns = [batch.column("pos"), batch.column("id"), _binary_rows(sigs)]
             names = ["pos", "id", "sig"]
             if exact:
