@@ -143,13 +143,17 @@ _EMPTY, _SHORT, _NULL_TEXT, _NULL_ID, _NULL_POS = 1, 2, 4, 8, 16
 _PAIR, _SHORT_DOC, _EMITTED, _DOCS, _NULLS, _NULL_POSITIONS = 0, 1, 2, 3, 4, 5
 
 
-def _class_fingerprint(keys: np.ndarray, seed: int) -> np.ndarray:
-    """A 64-bit fingerprint of each row of band keys (a seeded multiply-sum, then a finalising mix). Documents
-    with identical banded slots have identical keys in every band, so equal fingerprints; two documents of one
-    bucket with different keys share a fingerprint with probability about 2**-64, and then only the counting of
-    their pairs changes, never the candidate set (below the cap)."""
+def _fingerprint_multipliers(bands: int, seed: int) -> np.ndarray:
+    """The odd multipliers of :func:`_class_fingerprint`, one per band, drawn from ``seed``."""
     rng = np.random.Generator(np.random.PCG64(seed))
-    mult = rng.integers(0, 1 << 63, size=keys.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    return rng.integers(0, 1 << 63, size=bands, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+
+
+def _class_fingerprint(keys: np.ndarray, mult: np.ndarray) -> np.ndarray:
+    """A 64-bit fingerprint of each row of band keys (a multiply-sum with ``mult``, then a finalising mix).
+    Documents with identical banded slots have identical keys in every band, so equal fingerprints; two documents
+    of one bucket with different keys share a fingerprint with probability about 2**-64, and then only the
+    counting of their pairs changes, never the candidate set (below the cap)."""
     with np.errstate(over="ignore"):
         h = (keys.view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
         h ^= h >> np.uint64(33)
@@ -205,6 +209,7 @@ def _band_rows(params: dict, routes: np.ndarray) -> Any:
         import lshbench as lb
 
         b = params["bands"]
+        mult = _fingerprint_multipliers(b, params["seed"])
         for batch in batches:
             texts = batch.column("text")
             flags = np.zeros(batch.num_rows, dtype=np.int64)
@@ -232,7 +237,7 @@ def _band_rows(params: dict, routes: np.ndarray) -> Any:
             unbanded |= flags & (_NULL_TEXT | _NULL_ID | _NULL_POS) != 0
             live = np.flatnonzero(~unbanded)
             keys = lb.band_keys(sigs[live], b, params["rows"], seed=params["seed"]).view(np.int64)
-            fp = _class_fingerprint(keys, params["seed"])
+            fp = _class_fingerprint(keys, mult)
             n = len(live)
             columns = (
                 np.concatenate([keys.reshape(-1), flags]),
