@@ -12,10 +12,10 @@
 //! 21,163,476 bytes of text and no rejection; the generator must write the requested number of lines.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use lshbench::corpus::synth::{GenConfig, write_corpus};
-use lshbench::corpus::{CorpusReader, ReaderOptions};
-use lshbench::sets;
-use lshbench::shingle::{Normalization, ShingleKind, Shingler};
+use lshbench_core::corpus::synth::{GenConfig, write_corpus};
+use lshbench_core::corpus::{CorpusReader, ReaderOptions};
+use lshbench_core::sets;
+use lshbench_core::shingle::{Normalization, ShingleKind, Shingler};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -134,7 +134,7 @@ fn generator(c: &mut Criterion) {
     let make = |gzip: bool| {
         let mut out = Vec::with_capacity(40 << 20);
         let (_, text_bytes) = pool
-            .install(|| write_corpus(&config, &mut out, gzip, &lshbench::exec::Silent))
+            .install(|| write_corpus(&config, &mut out, gzip, &lshbench_core::exec::Silent))
             .unwrap();
         (out, text_bytes)
     };

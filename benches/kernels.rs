@@ -16,8 +16,8 @@
 //! same signatures as 1.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
-use lshbench::kernel::{self, Isa, KERNELS, Kernel, KernelParams};
-use lshbench::shingle::{Normalization, ShingleKind, Shingler};
+use lshbench_core::kernel::{self, Isa, KERNELS, Kernel, KernelParams};
+use lshbench_core::shingle::{Normalization, ShingleKind, Shingler};
 use rayon::prelude::*;
 use std::io::BufRead;
 use std::time::Duration;
@@ -138,7 +138,7 @@ fn corpus_benches(c: &mut Criterion) {
     let pools: Vec<(usize, rayon::ThreadPool)> = [1usize, 2]
         .into_iter()
         .map(|n| {
-            let pool = lshbench::exec::thread_pool(Some(n)).expect("rayon pool");
+            let pool = lshbench_core::exec::thread_pool(Some(n)).expect("rayon pool");
             (n, pool)
         })
         .collect();
@@ -209,7 +209,7 @@ fn cpu_time_report() {
     let bytes: f64 = texts.iter().map(|t| t.len() as f64).sum();
     let k = 128;
     let shingler = shingler();
-    println!("machine: {}", lshbench::machine::describe());
+    println!("machine: {}", lshbench_core::machine::describe());
     println!(
         "SpamAssassin bodies: {} documents, {bytes} bytes; char:5, k = {k}, 1 thread, median of 5",
         texts.len()
@@ -276,7 +276,7 @@ fn cpu_time_report() {
         println!("fss / oph-opt in CPU time: {:.3}", fss / oph);
     }
     // How far `fss` gets past round 0 (round 0 alone is one-permutation hashing).
-    let fss = lshbench::kernel::fss::Fss::new(k, SEED);
+    let fss = lshbench_core::kernel::fss::Fss::new(k, SEED);
     let (mut docs, mut rounds, mut one_round) = (0usize, 0usize, 0usize);
     for (text, sig) in texts.iter().zip(out.chunks_mut(k)) {
         shingler.hashes(text, &mut ids);
@@ -292,10 +292,10 @@ fn cpu_time_report() {
         rounds as f64 / docs as f64
     );
     // How much of SuperMinHash's shuffle the early stop leaves: steps per shingle (1 = only position 0).
-    let smh = lshbench::kernel::superminhash::SuperMinHash::new(
+    let smh = lshbench_core::kernel::superminhash::SuperMinHash::new(
         k,
         SEED,
-        lshbench::arch::Dispatch::detect(),
+        lshbench_core::arch::Dispatch::detect(),
     );
     let (mut shingles, mut steps) = (0usize, 0usize);
     for (text, sig) in texts.iter().zip(out.chunks_mut(k)) {
@@ -312,7 +312,7 @@ fn cpu_time_report() {
 /// b-bit slots: packing and the corrected estimate, packed against unpacked. Before timing, the packed count
 /// is checked against the unpacked one on every pair.
 fn bbit_benches(c: &mut Criterion) {
-    use lshbench::kernel::bbit;
+    use lshbench_core::kernel::bbit;
     let k = 512;
     let n = 1000;
     let kern = make("simd", k);

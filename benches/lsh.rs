@@ -3,8 +3,8 @@
 //! instead of reporting a fast time.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use lshbench::lsh::index::{BandHasher, LshIndex, batch_candidates};
-use lshbench::lsh::scurve::Banding;
+use lshbench_core::lsh::index::{BandHasher, LshIndex, batch_candidates};
+use lshbench_core::lsh::scurve::Banding;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use std::hint::black_box;

@@ -124,7 +124,7 @@ fn make_state(dir: &Path) -> Vec<u8> {
 }
 
 /// Rewrites a state file's JSON header with `edit` and seals it with a correct checksum (layout in
-/// `src/dedup/state.rs`: magic 16, version 4, header length 4, header, ..., xxh3 checksum 8).
+/// `crates/core/src/dedup/state.rs`: magic 16, version 4, header length 4, header, ..., xxh3 checksum 8).
 fn reseal(bytes: &[u8], edit: impl Fn(&str) -> String) -> Vec<u8> {
     let hlen = u32::from_le_bytes(bytes[20..24].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[24..24 + hlen]).unwrap();

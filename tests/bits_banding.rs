@@ -5,12 +5,12 @@
 //! full-width slots: at 1 bit and t = 0.5, 35x3 made nearly every pair a candidate while the summary promised
 //! the J-space curve (0.42 at J = 0.25), which this test would catch.
 
-use lshbench::corpus::pairs::{ElementKind, PairShape, PairSource};
-use lshbench::experiment::scurve::shares_band;
-use lshbench::experiment::stats::{bonferroni_level, wilson, z_two_sided};
-use lshbench::kernel::{self, KernelParams, bbit::BBit};
-use lshbench::lsh::choice::choose_banding;
-use lshbench::lsh::tune::{DEFAULT_RECALL, slot_agreement};
+use lshbench_core::corpus::pairs::{ElementKind, PairShape, PairSource};
+use lshbench_core::kernel::{self, KernelParams, bbit::BBit};
+use lshbench_core::lsh::choice::choose_banding;
+use lshbench_core::lsh::tune::{DEFAULT_RECALL, slot_agreement};
+use lshbench_lab::scurve::shares_band;
+use lshbench_lab::stats::{bonferroni_level, wilson, z_two_sided};
 
 const K: usize = 128;
 
@@ -19,7 +19,7 @@ const K: usize = 128;
 fn candidate_count(
     kernel: &str,
     bits: u32,
-    choice: &lshbench::lsh::choice::BandingChoice,
+    choice: &lshbench_core::lsh::choice::BandingChoice,
     union: usize,
     j: f64,
     trials: usize,

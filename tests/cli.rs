@@ -76,7 +76,7 @@ fn sketch(
 fn sketch_is_identical_for_any_thread_count_and_instruction_set() {
     let dir = tempfile::tempdir().unwrap();
     let input = corpus(dir.path());
-    for kernel in lshbench::kernel::names() {
+    for kernel in lshbench_core::kernel::names() {
         let reference = sketch(
             &input,
             &dir.path().join("ref.csv"),
@@ -242,7 +242,7 @@ fn info_lists_every_kernel_with_its_instruction_set() {
     let out = lshbench(&["info"], &[]);
     ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
-    for name in lshbench::kernel::names() {
+    for name in lshbench_core::kernel::names() {
         assert!(text.contains(name), "info mentions {name}: {text}");
     }
     assert!(
@@ -416,7 +416,7 @@ fn dedup_state_files_are_checked_and_refused_with_the_file_named() {
 /// full-width signature; `--bits 3` is refused with a clear message; `dedup --bits 4` runs.
 #[test]
 fn sketch_bits_writes_packed_signatures() {
-    use lshbench::kernel::bbit;
+    use lshbench_core::kernel::bbit;
     let dir = tempfile::tempdir().unwrap();
     let input = corpus(dir.path());
     let full = dir.path().join("full.csv");
@@ -474,7 +474,7 @@ fn sketch_bits_writes_packed_signatures() {
     ok(&four);
     assert!(std::fs::read_to_string(&pairs).unwrap().lines().count() > 1);
     // The banding is tuned at the 4-bit slot agreement (tests/bits_banding.rs), and the summary says so.
-    let want = lshbench::lsh::choice::choose_banding(None, None, Some(0.5), 128, 4).unwrap();
+    let want = lshbench_core::lsh::choice::choose_banding(None, None, Some(0.5), 128, 4).unwrap();
     let summary = String::from_utf8_lossy(&four.stdout);
     assert!(
         summary.contains(&format!(
@@ -601,7 +601,7 @@ fn the_one_line_help_of_sketch_names_every_signature_format() {
         .expect("sketch is listed");
     for ext in ["csv", "npy", "parquet", "tsv", "json"] {
         let written =
-            lshbench::sketch::SignatureFormat::of(Path::new(&format!("x.{ext}"))).is_some();
+            lshbench_core::sketch::SignatureFormat::of(Path::new(&format!("x.{ext}"))).is_some();
         assert_eq!(
             line.to_lowercase().contains(ext),
             written,

@@ -1,14 +1,14 @@
-//! End-to-end checks of `dedup` and `exact` on a planted-cluster corpus from `lshbench::corpus::synth`:
+//! End-to-end checks of `dedup` and `exact` on a planted-cluster corpus from `lshbench_core::corpus::synth`:
 //! dedup's verified pairs all have exact J >= t, carry the very J values `exact` computes, and the pairs it
 //! misses are as few as the S-curve predicts (a binomial bound, not a tuned tolerance). Also the state file
-//! round trip through `save` / `load`. Dedup runs through the library (`lshbench::dedup::run`, no CLI);
+//! round trip through `save` / `load`. Dedup runs through the library (`lshbench_core::dedup::run`, no CLI);
 //! the exact ground truth through the binary.
 
-use lshbench::corpus::synth::{GenConfig, generate};
-use lshbench::corpus::{CorpusReader, ReaderOptions};
-use lshbench::dedup::{DedupError, DedupOptions, DedupOutputs, DedupReport, Verify};
-use lshbench::kernel::{self, KernelParams};
-use lshbench::shingle::{Normalization, Shingler};
+use lshbench_core::corpus::synth::{GenConfig, generate};
+use lshbench_core::corpus::{CorpusReader, ReaderOptions};
+use lshbench_core::dedup::{DedupError, DedupOptions, DedupOutputs, DedupReport, Verify};
+use lshbench_core::kernel::{self, KernelParams};
+use lshbench_core::shingle::{Normalization, Shingler};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
@@ -76,16 +76,15 @@ fn run_dedup(
         seed,
         ..options.clone()
     };
-    lshbench::dedup::run(
+    lshbench_core::dedup::run(
         &mut reader,
         &shingler,
         kernel.as_ref(),
         &options,
-        &lshbench::exec::Silent,
+        &lshbench_core::exec::Silent,
     )
 }
 
-#[cfg(feature = "cli")]
 #[test]
 fn dedup_pairs_are_exact_pairs_with_exact_values_and_recall_follows_the_s_curve() {
     let dir = tempfile::tempdir().unwrap();
@@ -152,7 +151,7 @@ fn dedup_pairs_are_exact_pairs_with_exact_values_and_recall_follows_the_s_curve(
     }
     // Misses: each exact pair of similarity J is found with probability P(J) (25x4), independently enough
     // across pairs for a binomial bound. Expected misses m = sum (1 - P(J)); allow m + 5 sd + 1.
-    let banding = lshbench::lsh::scurve::Banding::new(25, 4, 128).unwrap();
+    let banding = lshbench_core::lsh::scurve::Banding::new(25, 4, 128).unwrap();
     let (mut mean, mut var) = (0.0, 0.0);
     for row in exact.values() {
         let j: f64 = row["jaccard"].parse().unwrap();
@@ -245,7 +244,7 @@ fn saved_state_resumes_with_new_documents_and_refuses_other_parameters() {
     assert!(
         matches!(
             err,
-            DedupError::State(lshbench::dedup::state::StateError::Incompatible { .. })
+            DedupError::State(lshbench_core::dedup::state::StateError::Incompatible { .. })
         ),
         "{err:?}"
     );

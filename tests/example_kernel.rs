@@ -1,6 +1,6 @@
 //! A kernel written the way CONTRIBUTING.md says: one file that defines the kernel and its `KernelSpec`. In
-//! the library the file would be `src/kernel/kmix.rs` and the registry line `kmix::SPEC,` in
-//! `src/kernel/mod.rs`; here it lives in a test and is handed to the same contract every registered kernel
+//! the library the file would be `crates/core/src/kernel/kmix.rs` and the registry line `kmix::SPEC,` in
+//! `crates/core/src/kernel/mod.rs`; here it lives in a test and is handed to the same contract every registered kernel
 //! passes (`tests/common`), which is the proof that a kernel needs nothing more to get its tests.
 //!
 //! `kmix`: classic MinHash with k independent seeded mixers, slot i = min over the set of
@@ -9,9 +9,9 @@
 mod common;
 
 mod kmix {
-    use lshbench::arch::Isa;
-    use lshbench::hash::mix64;
-    use lshbench::kernel::{Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
+    use lshbench_core::arch::Isa;
+    use lshbench_core::hash::mix64;
+    use lshbench_core::kernel::{Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
     use rand_xoshiro::Xoshiro256PlusPlus;
     use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
@@ -71,7 +71,7 @@ fn an_example_kernel_outside_the_registry_meets_the_shared_contract() {
 /// shifting every slot) does not pass.
 #[test]
 fn the_contract_catches_a_biased_kernel() {
-    use lshbench::kernel::{Kernel, KernelError, KernelParams, KernelSpec};
+    use lshbench_core::kernel::{Kernel, KernelError, KernelParams, KernelSpec};
     struct Biased(Box<dyn Kernel>);
     impl Kernel for Biased {
         fn name(&self) -> &'static str {
@@ -80,7 +80,7 @@ fn the_contract_catches_a_biased_kernel() {
         fn num_perm(&self) -> usize {
             self.0.num_perm()
         }
-        fn isa(&self) -> lshbench::arch::Isa {
+        fn isa(&self) -> lshbench_core::arch::Isa {
             self.0.isa()
         }
         fn sign(&self, ids: &[u64], out: &mut [u32]) {

@@ -1,9 +1,8 @@
 //! Inputs the fuzz targets (`fuzz/`) found crashing, replayed through the same public API the target used, so
 //! each fixed bug stays fixed. Each file in `tests/fuzz_regressions/` is the fuzz input as the target got it
 //! (leading option bytes included).
-#![cfg(feature = "parquet")]
 
-use lshbench::corpus::{CorpusReader, InputFormat, OnError, ReaderOptions};
+use lshbench_core::corpus::{CorpusReader, InputFormat, OnError, ReaderOptions};
 use std::path::Path;
 
 fn input(name: &str) -> Vec<u8> {

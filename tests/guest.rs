@@ -5,12 +5,12 @@
 
 #![cfg(target_os = "linux")]
 
-use lshbench::corpus::{CorpusReader, ReaderOptions};
-use lshbench::dedup::{DedupOptions, DedupOutputs};
-use lshbench::exec::{Progress, Tuning};
-use lshbench::kernel::{self, KernelParams};
-use lshbench::shingle::{Normalization, Shingler};
-use lshbench::sketch::SignatureWriter;
+use lshbench_core::corpus::{CorpusReader, ReaderOptions};
+use lshbench_core::dedup::{DedupOptions, DedupOutputs};
+use lshbench_core::exec::{Progress, Tuning};
+use lshbench_core::kernel::{self, KernelParams};
+use lshbench_core::shingle::{Normalization, Shingler};
+use lshbench_core::sketch::SignatureWriter;
 use std::io::Read;
 use std::path::Path;
 use std::sync::Mutex;
@@ -98,12 +98,12 @@ fn run(corpus: &Path, dir: &Path, tuning: Tuning, watch: &Watch) -> (Vec<String>
     )
     .unwrap();
     let shingler = Shingler::new("char:5".parse().unwrap(), Normalization::default(), seed);
-    let pool = lshbench::exec::thread_pool(Some(1)).unwrap();
+    let pool = lshbench_core::exec::thread_pool(Some(1)).unwrap();
     let before = tasks().len();
     pool.install(|| {
         let mut reader = CorpusReader::open(corpus, &ReaderOptions::default()).unwrap();
         let output = SignatureWriter::create(&dir.join("sigs.npy"), kernel.num_perm()).unwrap();
-        lshbench::sketch::sketch(
+        lshbench_core::sketch::sketch(
             &mut reader,
             &shingler,
             kernel.as_ref(),
@@ -125,7 +125,8 @@ fn run(corpus: &Path, dir: &Path, tuning: Tuning, watch: &Watch) -> (Vec<String>
             ..DedupOptions::default()
         };
         let report =
-            lshbench::dedup::run(&mut reader, &shingler, kernel.as_ref(), &options, watch).unwrap();
+            lshbench_core::dedup::run(&mut reader, &shingler, kernel.as_ref(), &options, watch)
+                .unwrap();
         assert!(!report.outcome.verified.is_empty());
     });
     watch.look();

@@ -305,7 +305,7 @@ fn jsonl_shards_concatenate_to_the_single_file() {
 }
 
 fn external_parse(s: &str) -> u64 {
-    lshbench::dedup::external::parse_size(s).unwrap()
+    lshbench_core::dedup::external::parse_size(s).unwrap()
 }
 
 /// A CSV (or TSV) corpus: a header, quoted fields with delimiters, quotes and line breaks, a rejected row (wrong
@@ -551,8 +551,8 @@ fn refusals_leave_the_target_untouched() {
 /// temporary one, is left behind.
 #[test]
 fn a_failed_pass_leaves_nothing() {
-    use lshbench::corpus::ReaderOptions;
-    use lshbench::dedup::kept::{KeptError, KeptTarget, write_kept};
+    use lshbench_core::corpus::ReaderOptions;
+    use lshbench_core::dedup::kept::{KeptError, KeptTarget, write_kept};
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.jsonl");
     std::fs::write(

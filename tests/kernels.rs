@@ -7,9 +7,9 @@
 
 mod common;
 
-use lshbench::corpus::pairs::{ElementKind, PairShape, PairSource};
-use lshbench::kernel::oph::{Densify, EMPTY, Oph};
-use lshbench::kernel::{self, Isa, KERNELS, Kernel, KernelParams};
+use lshbench_core::corpus::pairs::{ElementKind, PairShape, PairSource};
+use lshbench_core::kernel::oph::{Densify, EMPTY, Oph};
+use lshbench_core::kernel::{self, Isa, KERNELS, Kernel, KernelParams};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -171,7 +171,7 @@ fn one_shingle_gives_a_non_empty_signature_and_oph_opt_copies_its_bin() {
 /// The defining formula of the scalar family, recomputed independently in u128.
 #[test]
 fn scalar_is_the_min_of_multiply_add_shift() {
-    use lshbench::kernel::family::Family;
+    use lshbench_core::kernel::family::Family;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(13);
     for &k in &[1usize, 9, 128] {
         let fam = Family::new(k, 21);
@@ -250,7 +250,7 @@ fn simd_equals_scalar_at_the_edges_of_the_value_ranges() {
         assert_same_as_scalar(&high, k, 1, "ids near u64::MAX");
     }
     // Ids whose hash in slot 0 lands in the top 2^-10 of the range, so that slot ends up near u32::MAX.
-    use lshbench::kernel::family::Family;
+    use lshbench_core::kernel::family::Family;
     let k = 17;
     let fam = Family::new(k, 77);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(15);
@@ -457,7 +457,7 @@ fn densification_mse_matches_its_closed_form_on_small_sets() {
         let mse = errors.iter().map(|e| e * e).sum::<f64>() / n;
         let fourth = errors.iter().map(|e| e.powi(4)).sum::<f64>() / n;
         let se = ((fourth - mse * mse).max(0.0) / n).sqrt();
-        let family = lshbench::kernel::spec(name).unwrap().family;
+        let family = lshbench_core::kernel::spec(name).unwrap().family;
         let rel = family.predicted_rel_mse(shape.union(), k).unwrap();
         let predicted = rel * j * (1.0 - j) / k as f64;
         eprintln!(
@@ -516,7 +516,7 @@ fn classic_kernels_pass_ertls_relative_mse_band() {
 /// after, slot word `(i << F) | (lo32(h) >> B)` capped at `u32::MAX - 1`, each bin keeping its minimum. Also
 /// returns, per bin, the element that set the minimum (the first one on equal words).
 fn fss_reference(ids: &[u64], k: usize, seed: u64) -> (Vec<u32>, Vec<Option<u64>>) {
-    use lshbench::hash::mix64;
+    use lshbench_core::hash::mix64;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let seeds: Vec<u64> = (0..2 * k).map(|_| rng.next_u64()).collect();
     let b = (0u32..)
@@ -688,7 +688,7 @@ fn fss_band_agreement_on_sparse_sets_is_j_to_the_r() {
 /// Every slot of a non-empty set is filled by the round that decided it, and its round field is below 2k.
 #[test]
 fn fss_rounds_stop_when_every_bin_is_filled() {
-    use lshbench::kernel::fss::Fss;
+    use lshbench_core::kernel::fss::Fss;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(23);
     for &k in &[1usize, 7, 128] {
         let fss = Fss::new(k, 3);
@@ -767,7 +767,7 @@ fn fused_texts() -> Vec<String> {
 /// vector paths and the kernels' are both covered.
 #[test]
 fn sign_text_equals_shingling_then_signing() {
-    use lshbench::shingle::{Normalization, ShingleKind, Shingler};
+    use lshbench_core::shingle::{Normalization, ShingleKind, Shingler};
     let texts = fused_texts();
     let kinds = [
         ShingleKind::Char(5),
@@ -834,8 +834,8 @@ fn sign_text_equals_shingling_then_signing() {
 /// is the b-bit variance P(1-P)/(k(1-C)^2) (within z sqrt(2/T) of it). Fresh kernel seed per trial.
 #[test]
 fn b_bit_estimates_are_unbiased_with_the_predicted_variance() {
-    use lshbench::kernel::SketchFamily;
-    use lshbench::kernel::bbit::{self, BBit};
+    use lshbench_core::kernel::SketchFamily;
+    use lshbench_core::kernel::bbit::{self, BBit};
     let k = 128;
     let trials = 600;
     for spec in KERNELS {
@@ -887,7 +887,7 @@ fn b_bit_estimates_are_unbiased_with_the_predicted_variance() {
 /// Without the correction, 1-bit slots overestimate J by about (1 - J)/2: the check above can fail.
 #[test]
 fn uncorrected_one_bit_estimates_are_biased() {
-    use lshbench::kernel::bbit::BBit;
+    use lshbench_core::kernel::bbit::BBit;
     let k = 256;
     let shape = PairShape::for_jaccard(1000, 0.2);
     let mut src = PairSource::new(shape, ElementKind::Random, 5);

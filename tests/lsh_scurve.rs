@@ -3,10 +3,10 @@
 //! P(J) = 1 - (1 - J^r)^b. Each cell's count is checked against Binomial(n, P(J)) with a z-bound whose
 //! false-alarm rate is stated, not a tuned tolerance.
 
-use lshbench::corpus::pairs::{ElementKind, PairShape, PairSource};
-use lshbench::kernel::{KernelParams, build};
-use lshbench::lsh::index::{BandHasher, batch_candidates};
-use lshbench::lsh::scurve::Banding;
+use lshbench_core::corpus::pairs::{ElementKind, PairShape, PairSource};
+use lshbench_core::kernel::{KernelParams, build};
+use lshbench_core::lsh::index::{BandHasher, batch_candidates};
+use lshbench_core::lsh::scurve::Banding;
 
 /// Two-sided z for a false-alarm rate of 1e-6 per cell (the test has 2 kernels x 6 cells).
 const Z: f64 = 4.89;

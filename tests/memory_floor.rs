@@ -5,12 +5,12 @@
 
 #![cfg(target_os = "linux")]
 
-use lshbench::corpus::synth::{GenConfig, generate};
-use lshbench::corpus::{CorpusReader, ReaderOptions};
-use lshbench::dedup::external::MemoryLimit;
-use lshbench::dedup::{DedupError, DedupOptions, DedupOutputs, DedupReport};
-use lshbench::kernel::{self, KernelParams};
-use lshbench::shingle::{Normalization, Shingler};
+use lshbench_core::corpus::synth::{GenConfig, generate};
+use lshbench_core::corpus::{CorpusReader, ReaderOptions};
+use lshbench_core::dedup::external::MemoryLimit;
+use lshbench_core::dedup::{DedupError, DedupOptions, DedupOutputs, DedupReport};
+use lshbench_core::kernel::{self, KernelParams};
+use lshbench_core::shingle::{Normalization, Shingler};
 use std::io::Write;
 use std::path::Path;
 
@@ -54,14 +54,14 @@ fn dedup(corpus: &Path, out: &Path, limit: u64) -> Result<DedupReport, DedupErro
         }),
         ..DedupOptions::default()
     };
-    let pool = lshbench::exec::thread_pool(Some(2)).unwrap();
+    let pool = lshbench_core::exec::thread_pool(Some(2)).unwrap();
     pool.install(|| {
-        lshbench::dedup::run(
+        lshbench_core::dedup::run(
             &mut reader,
             &shingler,
             kernel.as_ref(),
             &options,
-            &lshbench::exec::Silent,
+            &lshbench_core::exec::Silent,
         )
     })
 }

@@ -4,7 +4,6 @@
 //! columns, many row groups and every codec the build reads; nulls are counted rejects (`--on-error skip`) or
 //! stop the run (`fail`); a missing column, a column of the wrong type and a file that is not Parquet are clear
 //! errors. Parquet out, read back, equals the CSV and NPY outputs of the same run.
-#![cfg(feature = "parquet")]
 
 use arrow_array::builder::StringDictionaryBuilder;
 use arrow_array::types::Int32Type;
@@ -13,7 +12,7 @@ use arrow_array::{
     LargeStringArray, RecordBatch, StringArray, StringViewArray, UInt32Array,
 };
 use arrow_schema::{DataType, Field};
-use lshbench::corpus::{CorpusReader, Document, OnError, ReadError, ReaderOptions};
+use lshbench_core::corpus::{CorpusReader, Document, OnError, ReadError, ReaderOptions};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
@@ -233,7 +232,11 @@ fn integer_and_dictionary_id_columns_and_custom_column_names() {
 fn read_all(
     path: &Path,
     options: &ReaderOptions,
-) -> (Vec<Document>, Vec<ReadError>, lshbench::corpus::ReadStats) {
+) -> (
+    Vec<Document>,
+    Vec<ReadError>,
+    lshbench_core::corpus::ReadStats,
+) {
     let mut reader = CorpusReader::open(path, options).expect("open");
     let (mut docs, mut errs) = (Vec::new(), Vec::new());
     for item in reader.by_ref() {
@@ -418,7 +421,7 @@ fn missing_or_unusable_columns_and_files_that_are_not_parquet_are_clear_errors()
     let renamed = dir.path().join("c.data");
     std::fs::copy(&path, &renamed).unwrap();
     let options = ReaderOptions {
-        format: lshbench::corpus::InputFormat::Parquet,
+        format: lshbench_core::corpus::InputFormat::Parquet,
         ..Default::default()
     };
     assert_eq!(read_ok(&renamed, &options).len(), 2);
@@ -645,7 +648,7 @@ fn sketch_parquet_output_equals_the_csv_and_npy_outputs_and_ignores_the_thread_c
         .into_vec()
         .unwrap();
     assert_eq!(npy_slots, slots.to_vec());
-    let id_rows = csv_records(&lshbench::sketch::ids_path(&npy));
+    let id_rows = csv_records(&lshbench_core::sketch::ids_path(&npy));
     for (r, row) in id_rows[1..].iter().enumerate() {
         assert_eq!(
             (row[1].as_str(), row[2] == "1"),

@@ -8,11 +8,11 @@
 
 mod common;
 
-use lshbench::dedup::state::{State, StateParams};
-use lshbench::kernel::{self, KERNELS};
-use lshbench::lsh::cluster::UnionFind;
-use lshbench::lsh::index::{BandHasher, batch_candidates};
-use lshbench::lsh::scurve::Banding;
+use lshbench_core::dedup::state::{State, StateParams};
+use lshbench_core::kernel::{self, KERNELS};
+use lshbench_core::lsh::cluster::UnionFind;
+use lshbench_core::lsh::index::{BandHasher, batch_candidates};
+use lshbench_core::lsh::scurve::Banding;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use std::collections::VecDeque;

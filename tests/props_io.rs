@@ -2,15 +2,14 @@
 //! quotes, line breaks, a byte-order mark, Unicode): signatures as CSV, NPY (+ its ids CSV) and Parquet; the
 //! dedup pairs and clusters as CSV and Parquet, read through the corpus readers. Parquet needs the `parquet`
 //! feature (on by default). Case counts keep the file to a few seconds; `PROPTEST_CASES=N` raises them.
-#![cfg(feature = "parquet")]
 
-use lshbench::corpus::{CorpusReader, Document, InputFormat, ReaderOptions};
-use lshbench::dedup::{self, Corpus, DedupConfig, Verify};
-use lshbench::kernel::{self, KernelParams};
-use lshbench::lsh::cluster::GroupMode;
-use lshbench::pipeline::SignedBatch;
-use lshbench::shingle::{Normalization, ShingleKind, Shingler};
-use lshbench::sketch::SignatureWriter;
+use lshbench_core::corpus::{CorpusReader, Document, InputFormat, ReaderOptions};
+use lshbench_core::dedup::{self, Corpus, DedupConfig, Verify};
+use lshbench_core::kernel::{self, KernelParams};
+use lshbench_core::lsh::cluster::GroupMode;
+use lshbench_core::pipeline::SignedBatch;
+use lshbench_core::shingle::{Normalization, ShingleKind, Shingler};
+use lshbench_core::sketch::SignatureWriter;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -138,7 +137,7 @@ proptest! {
             corpus.texts.push(bases[p].to_string());
         }
         let config = DedupConfig {
-            choice: lshbench::lsh::choice::choose_banding(None, None, Some(0.8), k, 32).unwrap(),
+            choice: lshbench_core::lsh::choice::choose_banding(None, None, Some(0.8), k, 32).unwrap(),
             verify: Verify::default(),
             groups: GroupMode::default(),
             bucket_cap: 1000,
@@ -183,10 +182,10 @@ proptest! {
 }
 
 fn write_parquet(path: &Path, batch: &arrow_array::RecordBatch) {
-    lshbench::sketch::parquet::write_record_batch(
+    lshbench_core::sketch::parquet::write_record_batch(
         path,
         batch,
-        lshbench::sketch::parquet::writer_properties(false, 1024),
+        lshbench_core::sketch::parquet::writer_properties(false, 1024),
     )
     .unwrap();
 }
@@ -214,7 +213,7 @@ fn read_signature_npy(path: &Path, k: usize) -> (Vec<String>, Vec<u32>) {
     let slots: Vec<u32> = npy.into_vec().unwrap();
     assert_eq!(shape[1], k as u64);
     assert_eq!(shape[0] as usize * k, slots.len());
-    let mut r = csv::Reader::from_path(lshbench::sketch::ids_path(path)).unwrap();
+    let mut r = csv::Reader::from_path(lshbench_core::sketch::ids_path(path)).unwrap();
     let ids = r.records().map(|rec| rec.unwrap()[1].to_string()).collect();
     (ids, slots)
 }

@@ -2,7 +2,9 @@
 //! invalid UTF-8, skip-mode counts, directory order, and the shipped SpamAssassin corpus.
 
 use lshbench::cli::args::ReaderArgs;
-use lshbench::corpus::{CorpusReader, Document, InputFormat, OnError, ReadError, ReaderOptions};
+use lshbench_core::corpus::{
+    CorpusReader, Document, InputFormat, OnError, ReadError, ReaderOptions,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -25,7 +27,11 @@ fn write_gz(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
 fn read_all(
     path: &Path,
     options: &ReaderOptions,
-) -> (Vec<Document>, Vec<ReadError>, lshbench::corpus::ReadStats) {
+) -> (
+    Vec<Document>,
+    Vec<ReadError>,
+    lshbench_core::corpus::ReadStats,
+) {
     let mut reader = CorpusReader::open(path, options).expect("open");
     let mut docs = Vec::new();
     let mut errs = Vec::new();

@@ -136,7 +136,7 @@ fn documents(agent: &ureq::Agent, server: &Server) -> u64 {
 
 /// The corpus as (id, text), in file order.
 fn read_mail() -> Vec<(String, String)> {
-    let reader = lshbench::corpus::CorpusReader::open(&mail(), &Default::default()).unwrap();
+    let reader = lshbench_core::corpus::CorpusReader::open(&mail(), &Default::default()).unwrap();
     reader.map(|d| d.map(|d| (d.id, d.text)).unwrap()).collect()
 }
 

@@ -1,9 +1,9 @@
 //! Shingle tests: each kind on small hand-checked texts, the ASCII fast path against the generic path,
 //! normalisation, and pinned hash values (a platform or refactor change that alters ids fails here).
 
-use lshbench::arch::Isa;
-use lshbench::shingle::{Normalization, ShingleKind, Shingler, shingle_id};
-use lshbench::window::{ShortRun, WindowSink};
+use lshbench_core::arch::Isa;
+use lshbench_core::shingle::{Normalization, ShingleKind, Shingler, shingle_id};
+use lshbench_core::window::{ShortRun, WindowSink};
 
 fn ids(kind: &str, text: &str, seed: u64) -> Vec<u64> {
     let sh = Shingler::new(kind.parse().unwrap(), Normalization::default(), seed);

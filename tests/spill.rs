@@ -6,13 +6,13 @@
 //! the spill directory is gone after a run, whether it succeeded or failed. (The peak resident memory of a run
 //! against its limit: `tests/memory_limit.rs`.)
 
-use lshbench::corpus::synth::{GenConfig, generate};
-use lshbench::corpus::{CorpusReader, ReaderOptions};
-use lshbench::dedup::external::MemoryLimit;
-use lshbench::dedup::{DedupError, DedupOptions, DedupOutputs, Verify};
-use lshbench::kernel::{self, KernelParams};
-use lshbench::lsh::cluster::GroupMode;
-use lshbench::shingle::{Normalization, Shingler};
+use lshbench_core::corpus::synth::{GenConfig, generate};
+use lshbench_core::corpus::{CorpusReader, ReaderOptions};
+use lshbench_core::dedup::external::MemoryLimit;
+use lshbench_core::dedup::{DedupError, DedupOptions, DedupOutputs, Verify};
+use lshbench_core::kernel::{self, KernelParams};
+use lshbench_core::lsh::cluster::GroupMode;
+use lshbench_core::shingle::{Normalization, Shingler};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -100,12 +100,12 @@ fn run(
         .build()
         .unwrap();
     let report = pool.install(|| {
-        lshbench::dedup::run(
+        lshbench_core::dedup::run(
             &mut reader,
             &shingler,
             kernel.as_ref(),
             &options,
-            &lshbench::exec::Silent,
+            &lshbench_core::exec::Silent,
         )
     })?;
     let summary: String = lshbench::cli::dedup::summary(&report)

@@ -6,12 +6,12 @@
 //! short-document policies (`word:3` makes "hi there" shorter than one shingle), the audit file, the out-of-core run's identical choices, and the survivor column
 //! read from JSONL, CSV and Parquet.
 
-use lshbench::corpus::{CorpusReader, FieldValue, ReaderOptions};
-use lshbench::dedup::survivor::{Keep, Short};
-use lshbench::dedup::{DedupOptions, DedupOutputs, DedupReport};
-use lshbench::kernel::{self, KernelParams};
-use lshbench::lsh::cluster::GroupMode;
-use lshbench::shingle::{Normalization, Shingler};
+use lshbench_core::corpus::{CorpusReader, FieldValue, ReaderOptions};
+use lshbench_core::dedup::survivor::{Keep, Short};
+use lshbench_core::dedup::{DedupOptions, DedupOutputs, DedupReport};
+use lshbench_core::kernel::{self, KernelParams};
+use lshbench_core::lsh::cluster::GroupMode;
+use lshbench_core::shingle::{Normalization, Shingler};
 use std::io::Write;
 use std::path::Path;
 
@@ -125,12 +125,12 @@ fn run(input: &Path, options: DedupOptions) -> DedupReport {
         threshold: Some(T),
         ..options
     };
-    lshbench::dedup::run(
+    lshbench_core::dedup::run(
         &mut reader,
         &shingler(),
         kernel.as_ref(),
         &options,
-        &lshbench::exec::Silent,
+        &lshbench_core::exec::Silent,
     )
     .unwrap()
 }
@@ -371,9 +371,11 @@ fn out_of_core_runs_choose_the_same_survivors() {
                         removed: Some(audit.clone()),
                         ..DedupOutputs::default()
                     },
-                    memory_limit: out_of_core.then(|| lshbench::dedup::external::MemoryLimit {
-                        run_records: Some(64),
-                        ..lshbench::dedup::external::MemoryLimit::new(1 << 30)
+                    memory_limit: out_of_core.then(|| {
+                        lshbench_core::dedup::external::MemoryLimit {
+                            run_records: Some(64),
+                            ..lshbench_core::dedup::external::MemoryLimit::new(1 << 30)
+                        }
                     }),
                     ..DedupOptions::default()
                 },
@@ -471,12 +473,12 @@ fn a_survivor_column_is_read_from_jsonl_and_csv_and_refused_where_it_cannot_be()
         },
     )
     .unwrap();
-    let e = lshbench::dedup::run(
+    let e = lshbench_core::dedup::run(
         &mut reader,
         &shingler(),
         kernel.as_ref(),
         &options,
-        &lshbench::exec::Silent,
+        &lshbench_core::exec::Silent,
     )
     .err()
     .unwrap()
@@ -487,7 +489,6 @@ fn a_survivor_column_is_read_from_jsonl_and_csv_and_refused_where_it_cannot_be()
     );
 }
 
-#[cfg(feature = "parquet")]
 #[test]
 fn a_survivor_column_is_read_from_parquet_numbers_timestamps_and_text() {
     use arrow_array::{

@@ -1,8 +1,10 @@
 //! The synthetic corpus generator: determinism (seed, thread count), requested counts and lengths, the truth
 //! file, edits actually applied, and the Zipf rank-frequency slope.
 
-use lshbench::corpus::synth::{ClusterKind, GenConfig, Generator, Truth, generate, write_corpus};
-use lshbench::corpus::{CorpusReader, Document, ReaderOptions};
+use lshbench_core::corpus::synth::{
+    ClusterKind, GenConfig, Generator, Truth, generate, write_corpus,
+};
+use lshbench_core::corpus::{CorpusReader, Document, ReaderOptions};
 use std::collections::HashMap;
 
 fn small(seed: u64) -> GenConfig {
@@ -26,7 +28,7 @@ fn bytes_with_threads(config: &GenConfig, gzip: bool, threads: usize) -> Vec<u8>
         .build()
         .unwrap();
     let mut out = Vec::new();
-    pool.install(|| write_corpus(config, &mut out, gzip, &lshbench::exec::Silent))
+    pool.install(|| write_corpus(config, &mut out, gzip, &lshbench_core::exec::Silent))
         .unwrap();
     out
 }
@@ -369,7 +371,6 @@ fn word_frequencies_follow_zipf_with_the_requested_exponent() {
     }
 }
 
-#[cfg(feature = "cli")]
 #[test]
 fn gen_command_writes_corpus_and_truth_files() {
     use clap::Parser;
@@ -443,7 +444,7 @@ fn gen_command_writes_corpus_and_truth_files() {
 
 #[test]
 fn write_files_writes_the_corpus_and_truth_and_checks_the_config_before_creating_files() {
-    use lshbench::corpus::synth::{GenConfigError, GenError, default_truth_path, write_files};
+    use lshbench_core::corpus::synth::{GenConfigError, GenError, default_truth_path, write_files};
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("w.jsonl.gz");
     let truth = default_truth_path(&output);
@@ -453,7 +454,7 @@ fn write_files_writes_the_corpus_and_truth_and_checks_the_config_before_creating
         std::path::Path::new("a/b.truth.csv")
     );
     let config = small(5);
-    let report = write_files(&config, &output, &truth, &lshbench::exec::Silent).unwrap();
+    let report = write_files(&config, &output, &truth, &lshbench_core::exec::Silent).unwrap();
     assert_eq!(report.documents, config.docs);
     let (docs, expected) = collect(&config);
     assert_eq!(report.truth, expected);
@@ -477,7 +478,7 @@ fn write_files_writes_the_corpus_and_truth_and_checks_the_config_before_creating
         ..Default::default()
     };
     let fresh = dir.path().join("never.jsonl");
-    let err = write_files(&too_many, &fresh, &truth, &lshbench::exec::Silent).unwrap_err();
+    let err = write_files(&too_many, &fresh, &truth, &lshbench_core::exec::Silent).unwrap_err();
     assert!(
         matches!(
             err,
@@ -488,7 +489,7 @@ fn write_files_writes_the_corpus_and_truth_and_checks_the_config_before_creating
     assert!(!fresh.exists());
     // An I/O error names the file once and is not also a source.
     let bad = dir.path().join("no/such/dir.jsonl");
-    let err = write_files(&config, &bad, &truth, &lshbench::exec::Silent).unwrap_err();
+    let err = write_files(&config, &bad, &truth, &lshbench_core::exec::Silent).unwrap_err();
     assert!(
         err.to_string()
             .starts_with(&format!("cannot create {}: ", bad.display())),

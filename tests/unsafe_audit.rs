@@ -11,7 +11,7 @@ use std::path::Path;
 fn sources() -> Vec<(String, Vec<String>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for dir in ["src", "benches", "examples"] {
+    for dir in ["src", "crates", "python/src", "benches"] {
         if root.join(dir).is_dir() {
             files.extend(common::files_with_extension(&root.join(dir), "rs"));
         }

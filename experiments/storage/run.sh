@@ -64,8 +64,8 @@ done
 # Lines of Rust in the durability code each choice brings: ours (without tests), and each store's crates.
 registry=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/ | head -1)
 count() { find "$@" -name '*.rs' -print0 | xargs -0 cat | wc -l; }
-ours_log=$(sed '/^#\[cfg(test)\]/,$d' "$root/src/online/log.rs" | wc -l)
-ours_storage=$(sed '/^#\[cfg(test)\]/,$d' "$root/src/online/storage.rs" | wc -l)
+ours_log=$(sed '/^#\[cfg(test)\]/,$d' "$root/crates/online/src/log.rs" | wc -l)
+ours_storage=$(sed '/^#\[cfg(test)\]/,$d' "$root/crates/online/src/storage.rs" | wc -l)
 redb_dir=$(ls -d "$registry"redb-[0-9]* | sort -V | tail -1)
 fjall_dir=$(ls -d "$registry"fjall-[0-9]* | sort -V | tail -1)
 lsm_dir=$(ls -d "$registry"lsm-tree-[0-9]* | sort -V | tail -1)

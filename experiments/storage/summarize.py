@@ -57,7 +57,7 @@ def main():
     out.append(
         "The same framed records (a document's id, its 128-slot signature and its zstd-compressed text, as "
         "`lshbench serve` logs them; generated documents of mean length 1,500 bytes, seed 7) written durably "
-        "and read back three ways: the index's log (`lshbench::online::log`: an append and an `fdatasync` per "
+        "and read back three ways: the index's log (`lshbench_online::log`: an append and an `fdatasync` per "
         "group), redb (a write transaction per group, `Durability::Immediate`), fjall (an atomic batch per "
         "group, then `persist(SyncData)`). What it leaves out: HTTP, signing, banding and the band tables, "
         "which cost the same whichever stores the records. Source: `experiments/storage/`."

@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let path = lshbench_fuzz::scratch_file("in.toml", body);
-    match lshbench::experiment::config::load(&path, mode & 1 == 1) {
+    match lshbench_lab::config::load(&path, mode & 1 == 1) {
         Ok(loaded) => assert!(!loaded.is_empty() || body.windows(7).any(|w| w == b"include")),
         Err(e) => {
             let msg = e.to_string();

@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lshbench::arch::Isa;
-use lshbench::kernel::{self, KERNELS, KernelParams};
+use lshbench_core::arch::Isa;
+use lshbench_core::kernel::{self, KERNELS, KernelParams};
 
 fuzz_target!(|data: &[u8]| {
     let [k0, k1, s, rot, body @ ..] = data else {

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lshbench::corpus::InputFormat;
+use lshbench_core::corpus::InputFormat;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&opt, body)) = data.split_first() else {

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lshbench::corpus::InputFormat;
+use lshbench_core::corpus::InputFormat;
 use std::collections::BTreeMap;
 
 fuzz_target!(|data: &[u8]| {

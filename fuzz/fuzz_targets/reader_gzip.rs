@@ -8,7 +8,7 @@
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use libfuzzer_sys::fuzz_target;
-use lshbench::corpus::InputFormat;
+use lshbench_core::corpus::InputFormat;
 use std::io::Write;
 
 fn gzip(bytes: &[u8], level: u32) -> Vec<u8> {

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lshbench::corpus::InputFormat;
+use lshbench_core::corpus::InputFormat;
 
 const COLUMNS: [&str; 4] = ["text", "id", "body", "key"];
 

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lshbench::online::api::{Limits, Request, Route, decode};
+use lshbench_online::api::{Limits, Request, Route, decode};
 
 const LIMITS: Limits = Limits {
     max_body_bytes: 4096,

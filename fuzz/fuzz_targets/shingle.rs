@@ -5,9 +5,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lshbench::arch::Isa;
-use lshbench::kernel::{self, KERNELS, KernelParams};
-use lshbench::shingle::{Normalization, ShingleKind, Shingler};
+use lshbench_core::arch::Isa;
+use lshbench_core::kernel::{self, KERNELS, KernelParams};
+use lshbench_core::shingle::{Normalization, ShingleKind, Shingler};
 
 fuzz_target!(|data: &[u8]| {
     let [kind, n, norm, kbyte, body @ ..] = data else {

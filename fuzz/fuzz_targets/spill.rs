@@ -1,4 +1,4 @@
-//! The spill files of out-of-core dedup (`lshbench::dedup::spill`, used by `dedup --memory-limit`) on arbitrary
+//! The spill files of out-of-core dedup (`lshbench_core::dedup::spill`, used by `dedup --memory-limit`) on arbitrary
 //! bytes. Byte 0 picks the file kind (sequential `u64` or `(u64, u32)` records, or the random-access record
 //! file, with or without its in-memory part), what happens to the file between writing and reading it, and the
 //! external sorter's settings; bytes 1-2 say how many of the remaining bytes are records (the rest drive the
@@ -14,7 +14,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lshbench::dedup::spill::{Record, RecordFile, RecordWriter, SpillDir, SpillError};
+use lshbench_core::dedup::spill::{Record, RecordFile, RecordWriter, SpillDir, SpillError};
 use std::path::Path;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -132,7 +132,7 @@ fn sequential<R: Record + std::fmt::Debug>(
     file.remove();
 
     // The external sorter: runs of `cap` records, merged, equal to sorting in memory.
-    let mut sorter = lshbench::dedup::spill::Sorter::<R>::new(dir, "run", cap, dedup);
+    let mut sorter = lshbench_core::dedup::spill::Sorter::<R>::new(dir, "run", cap, dedup);
     sorter.extend(&written).unwrap();
     assert_eq!(sorter.runs(), n / cap);
     let mut merge = sorter.finish().unwrap();

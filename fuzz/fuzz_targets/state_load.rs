@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lshbench::dedup::state::State;
+use lshbench_core::dedup::state::State;
 use std::sync::OnceLock;
 
 /// The magic bytes, taken from a file the library writes (they are not public).
@@ -14,7 +14,7 @@ fn magic() -> &'static [u8] {
     static MAGIC: OnceLock<Vec<u8>> = OnceLock::new();
     MAGIC.get_or_init(|| {
         let state = State {
-            params: lshbench::dedup::state::StateParams {
+            params: lshbench_core::dedup::state::StateParams {
                 kernel: "simd".into(),
                 num_perm: 1,
                 seed: 0,

@@ -7,7 +7,7 @@
 //! under `OnError::Skip` a malformed record never ends it (only an I/O error does); a malformed record's line
 //! is 1-based; every message names the file. A panic anywhere is a crash.
 
-use lshbench::corpus::{CorpusReader, Document, OnError, ReadError, ReadStats, ReaderOptions};
+use lshbench_core::corpus::{CorpusReader, Document, OnError, ReadError, ReadStats, ReaderOptions};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -127,7 +127,7 @@ pub fn check_reader(path: &Path, options: &ReaderOptions) -> ReadOutcome {
         stats.first_rejections.len() as u64,
         stats
             .rejected
-            .min(lshbench::corpus::reader::MAX_KEPT_REJECTIONS as u64)
+            .min(lshbench_core::corpus::reader::MAX_KEPT_REJECTIONS as u64)
     );
     ReadOutcome {
         documents,

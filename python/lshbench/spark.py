@@ -8,7 +8,7 @@ Every stage is a Spark operation, so nothing has to fit on the driver or in one 
 1. signatures, band keys and candidates in one pass: ``mapInArrow`` signs each Arrow batch with
    :func:`lshbench.sketch` and bands it with :func:`lshbench.band_keys` (the CLI's kernels and band hash, so the
    keys are the CLI's keys), writing one row per band of each document; one shuffle by (band, key) brings each
-   bucket to one task, whose ``mapInArrow`` walks its buckets as the CLI does (``src/lsh/index.rs``): documents
+   bucket to one task, whose ``mapInArrow`` walks its buckets as the CLI does (``crates/core/src/lsh/index.rs``): documents
    with identical banded slots form a class (its pairs once, not once per band); a bucket holding two or more
    classes gives every pair across its classes; a class or bucket of more than ``bucket_cap`` documents is
    walked as a star on its smallest position instead of a clique; empty documents are never candidates;
@@ -278,7 +278,7 @@ def _clique(starts: np.ndarray, lengths: np.ndarray) -> tuple:
 
 def _walk_buckets(params: dict, cap: int, max_candidates: int) -> Any:
     """The mapInArrow function of stage 2, on band rows partitioned by their key: the candidate pairs of every
-    bucket of the partition, as ``src/lsh/index.rs`` makes them. Documents with the same fingerprint in a bucket
+    bucket of the partition, as ``crates/core/src/lsh/index.rs`` makes them. Documents with the same fingerprint in a bucket
     are one class (identical banded slots): a class's own pairs are made once, in its band-0 bucket (a clique, or
     over ``cap`` a star on its smallest position); a bucket holding two or more classes pairs every document
     with every document of the other classes (over ``cap`` documents: a star of its smallest position with each
@@ -509,7 +509,7 @@ _POS = "_lshbench_pos"
 def _survivor_order(keep: str, df: Any, text_column: str) -> tuple:
     """The survivor policy as Spark columns: ``(keys, order)``, ``keys`` the (name, column) pairs to compute per
     document and ``order`` the (name, ascending) sort that ranks documents best first, ending with the position
-    (``pos``); ``(None, None)`` for ``center``. The same order as ``lshbench dedup --keep`` (src/dedup/survivor.rs):
+    (``pos``); ``(None, None)`` for ``center``. The same order as ``lshbench dedup --keep`` (crates/core/src/dedup/survivor.rs):
     a column's missing values (null, NaN) last, numbers compared as numbers, strings byte by byte, dates and
     timestamps by their value."""
     from pyspark.sql import functions as F

@@ -9,19 +9,19 @@
 //! name the CLI's flags, as `ValueError`; a Rust panic surfaces as `pyo3_runtime.PanicException` (the wheel is
 //! built with `panic = "unwind"`, see the `wheel` profile in the root Cargo.toml).
 
-use lshbench::arch::Isa;
-use lshbench::corpus::FieldValue;
-use lshbench::dedup::state::{State, StateParams};
-use lshbench::dedup::survivor::{self, Keep, RankInputs, Short};
-use lshbench::dedup::{self, Corpus, Verify};
-use lshbench::kernel::{self, Kernel, KernelParams};
-use lshbench::lsh::choice;
-use lshbench::lsh::cluster::{self, Edge, GroupMode};
-use lshbench::lsh::index::LshIndex;
-use lshbench::lsh::scurve::{Banding, ScurveOptions};
-use lshbench::lsh::tune::{self as tuning, Targets, TuneOptions, TuneOutcome, TuneRow};
-use lshbench::sets;
-use lshbench::shingle::{Normalization, ShingleKind, Shingler};
+use lshbench_core::arch::Isa;
+use lshbench_core::corpus::FieldValue;
+use lshbench_core::dedup::state::{State, StateParams};
+use lshbench_core::dedup::survivor::{self, Keep, RankInputs, Short};
+use lshbench_core::dedup::{self, Corpus, Verify};
+use lshbench_core::kernel::{self, Kernel, KernelParams};
+use lshbench_core::lsh::choice;
+use lshbench_core::lsh::cluster::{self, Edge, GroupMode};
+use lshbench_core::lsh::index::LshIndex;
+use lshbench_core::lsh::scurve::{Banding, ScurveOptions};
+use lshbench_core::lsh::tune::{self as tuning, Targets, TuneOptions, TuneOutcome, TuneRow};
+use lshbench_core::sets;
+use lshbench_core::shingle::{Normalization, ShingleKind, Shingler};
 use numpy::{
     PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
 };
@@ -219,14 +219,14 @@ impl SignSpec {
 fn pool(threads: Option<usize>) -> PyResult<Arc<rayon::ThreadPool>> {
     static POOL: std::sync::Mutex<Option<(usize, Arc<rayon::ThreadPool>)>> =
         std::sync::Mutex::new(None);
-    let size = threads.unwrap_or_else(lshbench::machine::logical_cpus);
+    let size = threads.unwrap_or_else(lshbench_core::machine::logical_cpus);
     let mut kept = POOL.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((n, pool)) = kept.as_ref()
         && *n == size
     {
         return Ok(pool.clone());
     }
-    let pool = Arc::new(lshbench::exec::thread_pool(Some(size)).map_err(value_error)?);
+    let pool = Arc::new(lshbench_core::exec::thread_pool(Some(size)).map_err(value_error)?);
     *kept = Some((size, pool.clone()));
     Ok(pool)
 }
@@ -1169,7 +1169,7 @@ impl PyLshIndex {
     fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
         let params = self.state_params();
         py.detach(|| {
-            lshbench::dedup::state::save_parts(
+            lshbench_core::dedup::state::save_parts(
                 &path,
                 &params,
                 &self.ids,

@@ -1,14 +1,14 @@
 //! Flag groups shared by several subcommands, flattened into their `Args` structs.
 
-use crate::corpus::{CorpusReader, InputFormat, OnError, ReadError, ReaderOptions};
-use crate::kernel::{self, Isa, KernelParams};
-use crate::shingle::{Normalization, ShingleKind, Shingler};
+use lshbench_core::corpus::{CorpusReader, InputFormat, OnError, ReadError, ReaderOptions};
+use lshbench_core::kernel::{self, Isa, KernelParams};
+use lshbench_core::shingle::{Normalization, ShingleKind, Shingler};
 use std::path::{Path, PathBuf};
 
 /// Upper limits of the flags that size memory or work, beyond which a command stops with an error naming the
 /// flag (the guide's Reliability page, section "Bad input", lists them with the library's: `--num-perm` at most
-/// [`kernel::MAX_NUM_PERM`], `--threads` at most [`crate::exec::MAX_THREADS`], `--bucket-cap` at most
-/// [`crate::lsh::choice::MAX_BUCKET_CAP`]).
+/// [`kernel::MAX_NUM_PERM`], `--threads` at most [`lshbench_core::exec::MAX_THREADS`], `--bucket-cap` at most
+/// [`lshbench_core::lsh::choice::MAX_BUCKET_CAP`]).
 pub mod limits {
     /// `dedup --max-candidates`: candidate pairs held in memory (8 bytes each).
     pub const MAX_CANDIDATES: u64 = 1_000_000_000;
@@ -41,12 +41,12 @@ pub fn at_most<T: PartialOrd + std::fmt::Display>(
 }
 
 /// Refuses, before anything is read, outputs that would overwrite an input or each other (see
-/// [`crate::output::check_outputs`]); `None` entries are flags not given.
+/// [`lshbench_core::output::check_outputs`]); `None` entries are flags not given.
 pub fn check_outputs(
     inputs: &[(&str, Option<&Path>)],
     outputs: &[(&str, Option<&Path>)],
 ) -> anyhow::Result<()> {
-    crate::output::check_outputs(&given(inputs), &given(outputs))?;
+    lshbench_core::output::check_outputs(&given(inputs), &given(outputs))?;
     Ok(())
 }
 
@@ -90,8 +90,10 @@ impl IsaArgs {
 
     /// [`IsaArgs::isa`] checked against this CPU: fails with a message naming the instruction set when the CPU
     /// does not run it.
-    pub fn dispatch(&self) -> Result<crate::arch::Dispatch, crate::arch::Unsupported> {
-        crate::arch::Dispatch::new(self.isa())
+    pub fn dispatch(
+        &self,
+    ) -> Result<lshbench_core::arch::Dispatch, lshbench_core::arch::Unsupported> {
+        lshbench_core::arch::Dispatch::new(self.isa())
     }
 }
 
@@ -165,7 +167,7 @@ impl ShingleArgs {
         &self,
         seed: u64,
         isa: Option<Isa>,
-    ) -> Result<Shingler, crate::arch::Unsupported> {
+    ) -> Result<Shingler, lshbench_core::arch::Unsupported> {
         Shingler::new(self.shingle, self.normalization(), seed).with_isa(isa)
     }
 }
@@ -202,7 +204,7 @@ pub struct ReaderArgs {
     pub strict: bool,
     /// The longest record (line, CSV row, file of a directory) in bytes after decompression; a longer one stops
     /// the run (a guard against gzip bombs and files without newlines).
-    #[arg(long, value_name = "BYTES", default_value_t = crate::corpus::DEFAULT_MAX_RECORD_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = lshbench_core::corpus::DEFAULT_MAX_RECORD_BYTES)]
     pub max_record_bytes: u64,
 }
 
@@ -224,14 +226,14 @@ impl ReaderArgs {
 
     /// Opens the reader these flags describe, its JSONL fast path on the instruction set of `dispatch` (the
     /// command's one choice, the shingler's).
-    pub fn open(&self, dispatch: crate::arch::Dispatch) -> Result<CorpusReader, ReadError> {
+    pub fn open(&self, dispatch: lshbench_core::arch::Dispatch) -> Result<CorpusReader, ReadError> {
         self.open_ranked(dispatch, None)
     }
 
     /// [`ReaderArgs::open`], collecting the values of `rank_field` for a column survivor policy.
     pub fn open_ranked(
         &self,
-        dispatch: crate::arch::Dispatch,
+        dispatch: lshbench_core::arch::Dispatch,
         rank_field: Option<&str>,
     ) -> Result<CorpusReader, ReadError> {
         let options = ReaderOptions {
@@ -243,11 +245,11 @@ impl ReaderArgs {
     }
 }
 
-/// The machine-specific tuning the CLI opts into for `sketch` and `dedup` ([`crate::exec::Tuning`]): all of
+/// The machine-specific tuning the CLI opts into for `sketch` and `dedup` ([`lshbench_core::exec::Tuning`]): all of
 /// it, but the binding of `sketch`'s reading and writing threads when `LSHBENCH_PIN=0` is set. Library callers
 /// get none of it.
-pub fn tuning() -> crate::exec::Tuning {
-    crate::exec::Tuning {
+pub fn tuning() -> lshbench_core::exec::Tuning {
+    lshbench_core::exec::Tuning {
         bind_helpers: std::env::var_os("LSHBENCH_PIN").is_none_or(|v| v != "0"),
         huge_pages: true,
         exchange_rename: true,

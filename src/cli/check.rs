@@ -3,8 +3,8 @@
 
 use crate::cli::args::{IsaArgs, ReaderArgs};
 use crate::cli::term::Bar;
-use crate::exec::Progress;
-use crate::online::api::{BatchResponse, DocIn, DocResult, InsertMode};
+use lshbench_core::exec::Progress;
+use lshbench_online::api::{BatchResponse, DocIn, DocResult, InsertMode};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -331,7 +331,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
     match &args.pairs {
         Some(path) => {
             let mut result = Ok(());
-            crate::output::write_atomic(path, |w| {
+            lshbench_core::output::write_atomic(path, |w| {
                 result = go(w);
                 // Keep what was reported even if the run stopped: the server has those documents now.
                 Ok(())

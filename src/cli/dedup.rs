@@ -1,10 +1,10 @@
-//! `lshbench dedup`: flags, thread pool, progress bar and summary around [`crate::dedup::run`].
+//! `lshbench dedup`: flags, thread pool, progress bar and summary around [`lshbench_core::dedup::run`].
 
 use crate::cli::args::{KernelArgs, ReaderArgs, ShingleArgs};
 use crate::cli::term::Bar;
-use crate::dedup::{self, DedupOptions, DedupOutputs, DedupReport, Verify, survivor};
-use crate::lsh::cluster::GroupMode;
-use crate::lsh::index;
+use lshbench_core::dedup::{self, DedupOptions, DedupOutputs, DedupReport, Verify, survivor};
+use lshbench_core::lsh::cluster::GroupMode;
+use lshbench_core::lsh::index;
 use std::path::PathBuf;
 
 /// `lshbench dedup`: near-duplicate pairs and groups of a corpus.
@@ -192,14 +192,14 @@ pub fn run(args: &DedupArgs) -> anyhow::Result<()> {
     // `--save` may name the `--load` file (the state is read whole before the new one replaces it), nothing
     // else that is read; and no two outputs may name one file.
     let save_replaces_load = match (&args.save, &args.load) {
-        (Some(s), Some(l)) => crate::output::same_place(s, l),
+        (Some(s), Some(l)) => lshbench_core::output::same_place(s, l),
         _ => false,
     };
     let load = args.load.as_deref().filter(|_| !save_replaces_load);
     let mut outputs = tables.to_vec();
     outputs.push(("--save", args.save.as_deref()));
     check_outputs(&[input, ("--load", load)], &outputs)?;
-    let pool = crate::exec::thread_pool(args.threads)?;
+    let pool = lshbench_core::exec::thread_pool(args.threads)?;
     let kernel = args.kernel.build_bits(args.bits)?;
     let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
     let mut reader = args

@@ -1,7 +1,7 @@
-//! `lshbench exact`: the flags of the exact all-pairs join ([`crate::exact`]) and its summary on stdout.
+//! `lshbench exact`: the flags of the exact all-pairs join ([`lshbench_core::exact`]) and its summary on stdout.
 
-use crate::exact;
-use crate::lsh::scurve::check_threshold;
+use lshbench_core::exact;
+use lshbench_core::lsh::scurve::check_threshold;
 
 /// `lshbench exact`: every pair with exact Jaccard >= threshold (ground truth for `dedup`).
 #[derive(clap::Args, Debug, Clone)]
@@ -31,7 +31,7 @@ pub struct ExactArgs {
 
 /// Runs `lshbench exact`: writes the pairs CSV and prints the read counts, the pair count and the timings.
 pub fn run(args: &ExactArgs) -> anyhow::Result<()> {
-    crate::exec::with_threads(args.threads, || run_on_pool(args))?
+    lshbench_core::exec::with_threads(args.threads, || run_on_pool(args))?
 }
 
 fn run_on_pool(args: &ExactArgs) -> anyhow::Result<()> {

@@ -1,6 +1,6 @@
-//! `lshbench gen`: the flags of the synthetic corpus generator ([`crate::corpus::synth`]) and its summary.
+//! `lshbench gen`: the flags of the synthetic corpus generator ([`lshbench_core::corpus::synth`]) and its summary.
 
-use crate::corpus::synth::{self, GenConfig};
+use lshbench_core::corpus::synth::{self, GenConfig};
 use std::path::PathBuf;
 
 /// Parses `MIN..MAX` (inclusive) or a single value `V` (meaning `V..V`).
@@ -141,7 +141,7 @@ pub fn run(args: &GenArgs) -> anyhow::Result<()> {
     )?;
     let bar = super::term::Bar::new("generating");
     let started = std::time::Instant::now();
-    let written = crate::exec::with_threads(threads, || {
+    let written = lshbench_core::exec::with_threads(threads, || {
         synth::write_files(&config, &args.output, &truth_path, &bar)
     });
     bar.finish();

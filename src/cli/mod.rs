@@ -84,8 +84,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn info() -> anyhow::Result<()> {
-    use crate::kernel::{self, KernelParams};
-    println!("machine: {}", crate::machine::describe());
+    use lshbench_core::kernel::{self, KernelParams};
+    println!("machine: {}", lshbench_core::machine::describe());
     let isa = args::auto_isa();
     println!("detected ISA: {isa}");
     println!("kernels:");

@@ -1,8 +1,8 @@
 //! `lshbench run`: the flags, the progress lines on stderr and the exit status of the experiment harness
-//! ([`crate::experiment::run`] does the work and prints nothing).
+//! ([`lshbench_lab::run`] does the work and prints nothing).
 
-use crate::exec::Progress;
-use crate::experiment::{self, ExperimentReport, RunOptions, RunProgress};
+use lshbench_core::exec::Progress;
+use lshbench_lab::{ExperimentReport, RunOptions, RunProgress};
 use std::path::{Path, PathBuf};
 
 /// Flags of `lshbench run`.
@@ -82,7 +82,7 @@ impl RunProgress for Lines {
 /// Runs every experiment of the config, printing progress, then fails with a message naming each failed
 /// self-check.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let report = experiment::run(&args.options(), &Lines { quick: args.quick })?;
+    let report = lshbench_lab::run(&args.options(), &Lines { quick: args.quick })?;
     eprintln!("all experiments done in {:.1} s", report.seconds);
     for note in report.notes() {
         eprintln!("{note}");

@@ -1,6 +1,6 @@
-//! `lshbench scurve`: the flags of one banding's S-curve ([`crate::lsh::scurve`]) and its table on stdout.
+//! `lshbench scurve`: the flags of one banding's S-curve ([`lshbench_core::lsh::scurve`]) and its table on stdout.
 
-use crate::lsh::scurve::ScurveOptions;
+use lshbench_core::lsh::scurve::ScurveOptions;
 
 /// `lshbench scurve`: the P(s) table of one banding and its landmarks.
 #[derive(clap::Args, Debug, Clone)]
@@ -38,7 +38,7 @@ impl ScurveArgs {
 /// Runs `lshbench scurve`: prints the table.
 pub fn run(args: &ScurveArgs) -> anyhow::Result<()> {
     use super::args::{at_most, limits};
-    use crate::kernel::MAX_NUM_PERM;
+    use lshbench_core::kernel::MAX_NUM_PERM;
     at_most("--bands", args.bands, MAX_NUM_PERM)?;
     at_most("--rows", args.rows, MAX_NUM_PERM)?;
     at_most("--num-perm", args.num_perm.unwrap_or(0), MAX_NUM_PERM)?;

@@ -1,11 +1,11 @@
 //! `lshbench serve`: open (or `--create`) a durable online index and answer HTTP requests on it until SIGTERM.
 
-use crate::dedup::Verify;
-use crate::online::api::Limits;
-use crate::online::params::ParamChoices;
-use crate::online::{Faults, OnlineIndex, OnlineOptions};
-use crate::server::{self, ServerOptions};
-use crate::shingle::ShingleKind;
+use lshbench_core::dedup::Verify;
+use lshbench_core::shingle::ShingleKind;
+use lshbench_online::api::Limits;
+use lshbench_online::params::ParamChoices;
+use lshbench_online::{Faults, OnlineIndex, OnlineOptions};
+use lshbench_server::ServerOptions;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -87,16 +87,16 @@ pub struct ServeArgs {
     pub bucket_cap: Option<usize>,
 
     /// Refuse writes (507) once the index holds this much memory: SIZE like 4G or 512M.
-    #[arg(long, value_name = "SIZE", value_parser = crate::dedup::external::parse_size, help_heading = "Limits")]
+    #[arg(long, value_name = "SIZE", value_parser = lshbench_core::dedup::external::parse_size, help_heading = "Limits")]
     pub max_memory: Option<u64>,
     /// Refuse writes (503, Retry-After) while this many bytes of writes wait for the writer: SIZE like 256M.
     /// They count towards --max-memory.
-    #[arg(long, value_name = "SIZE", value_parser = crate::dedup::external::parse_size,
+    #[arg(long, value_name = "SIZE", value_parser = lshbench_core::dedup::external::parse_size,
           default_value = "256M", help_heading = "Limits")]
     pub max_queued_bytes: u64,
     /// Refuse a check or query (413) whose documents have more candidates than this to verify, in all: it
     /// bounds one request's work and the duplicates its answer lists.
-    #[arg(long, value_name = "N", default_value_t = crate::online::DEFAULT_MAX_CANDIDATES, help_heading = "Limits")]
+    #[arg(long, value_name = "N", default_value_t = lshbench_online::DEFAULT_MAX_CANDIDATES, help_heading = "Limits")]
     pub max_candidates: u64,
     /// The largest request body in bytes (413 past it).
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, help_heading = "Limits")]
@@ -150,7 +150,7 @@ pub struct ServeArgs {
     )]
     pub drain_timeout: u64,
     /// Take a snapshot once the log since the last one holds more than this and more than the last snapshot.
-    #[arg(long, value_name = "SIZE", value_parser = crate::dedup::external::parse_size, default_value = "64M")]
+    #[arg(long, value_name = "SIZE", value_parser = lshbench_core::dedup::external::parse_size, default_value = "64M")]
     pub snapshot_min: u64,
     /// HTTP worker threads (default: all logical CPUs; at most 1024).
     #[arg(long)]
@@ -203,7 +203,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     use crate::cli::args::at_most;
     if let Some(t) = args.threads {
         anyhow::ensure!(t >= 1, "--threads must be at least 1");
-        at_most("--threads", t, crate::exec::MAX_THREADS)?;
+        at_most("--threads", t, lshbench_core::exec::MAX_THREADS)?;
     }
     anyhow::ensure!(args.max_batch >= 1, "--max-batch must be at least 1");
     anyhow::ensure!(
@@ -231,7 +231,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         threads: args.threads,
     };
     // Refused before the index is opened (and, with --create, before anything is written).
-    server::check_listen(&server_options)?;
+    lshbench_server::check_listen(&server_options)?;
     let options = OnlineOptions {
         max_memory: args.max_memory,
         snapshot_min_bytes: args.snapshot_min.max(1),
@@ -284,7 +284,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         }
     }
     let index = Arc::new(index);
-    server::serve(index, server_options, |addr| {
+    lshbench_server::serve(index, server_options, |addr| {
         // The line tests and scripts wait for (with the port when --listen asked for port 0).
         println!("listening on http://{addr}");
         let _ = std::io::stdout().flush();

@@ -1,8 +1,8 @@
-//! `lshbench sketch`: flags, thread pool, progress bar and summary around [`crate::sketch::sketch`].
+//! `lshbench sketch`: flags, thread pool, progress bar and summary around [`lshbench_core::sketch::sketch`].
 
 use crate::cli::args::{KernelArgs, ReaderArgs, ShingleArgs, check_outputs};
 use crate::cli::term::Bar;
-use crate::sketch::{SignatureWriter, SketchReport};
+use lshbench_core::sketch::{SignatureWriter, SketchReport};
 use std::path::PathBuf;
 
 /// The flags of `lshbench sketch`.
@@ -34,9 +34,9 @@ pub struct SketchArgs {
 
 /// Runs `lshbench sketch`: writes the signatures and prints the summary on stderr.
 pub fn run(args: &SketchArgs) -> anyhow::Result<()> {
-    let ids = crate::sketch::ids_path(&args.output);
-    let npy = crate::sketch::SignatureFormat::of(&args.output)
-        == Some(crate::sketch::SignatureFormat::Npy);
+    let ids = lshbench_core::sketch::ids_path(&args.output);
+    let npy = lshbench_core::sketch::SignatureFormat::of(&args.output)
+        == Some(lshbench_core::sketch::SignatureFormat::Npy);
     check_outputs(
         &[("--input", Some(&args.reader.input))],
         &[
@@ -46,14 +46,14 @@ pub fn run(args: &SketchArgs) -> anyhow::Result<()> {
     )?;
     let shingler = args.shingle.shingler(args.kernel.seed, args.kernel.isa())?;
     let kernel = args.kernel.build_bits(args.bits)?;
-    let pool = crate::exec::thread_pool(args.threads)?;
+    let pool = lshbench_core::exec::thread_pool(args.threads)?;
     let mut reader = args.reader.open(shingler.dispatch())?;
     let tuning = crate::cli::args::tuning();
     let output =
         SignatureWriter::create_bits(&args.output, kernel.num_perm(), args.bits)?.tuned(&tuning);
     let bar = Bar::new("sketching");
     let report = pool.install(|| {
-        crate::sketch::sketch(
+        lshbench_core::sketch::sketch(
             &mut reader,
             &shingler,
             kernel.as_ref(),

@@ -1,5 +1,5 @@
 //! The one progress bar: a spinner on stderr when stderr is a terminal, hidden otherwise. It implements the
-//! library's [`crate::exec::Progress`] hook.
+//! library's [`lshbench_core::exec::Progress`] hook.
 
 use std::io::IsTerminal;
 
@@ -29,7 +29,7 @@ impl Bar {
     }
 }
 
-impl crate::exec::Progress for Bar {
+impl lshbench_core::exec::Progress for Bar {
     fn inc(&self, n: u64) {
         self.0.inc(n);
     }

@@ -1,6 +1,6 @@
-//! `lshbench tune`: the flags of (b, r) tuning ([`crate::lsh::tune`]) and its table on stdout.
+//! `lshbench tune`: the flags of (b, r) tuning ([`lshbench_core::lsh::tune`]) and its table on stdout.
 
-use crate::lsh::tune::{DatasketchOptions, Targets, TuneOptions};
+use lshbench_core::lsh::tune::{DatasketchOptions, Targets, TuneOptions};
 
 fn parse_target(s: &str) -> Result<(f64, f64), String> {
     let (sim, p) = s
@@ -81,7 +81,11 @@ impl TuneArgs {
 /// Runs `lshbench tune`: prints the tuning table.
 pub fn run(args: &TuneArgs) -> anyhow::Result<()> {
     use super::args::{at_most, limits};
-    at_most("--num-perm", args.num_perm, crate::kernel::MAX_NUM_PERM)?;
+    at_most(
+        "--num-perm",
+        args.num_perm,
+        lshbench_core::kernel::MAX_NUM_PERM,
+    )?;
     at_most("--top", args.top, limits::TUNE_TOP)?;
     let options = args.options();
     options.validate()?;

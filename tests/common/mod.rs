@@ -12,10 +12,10 @@
 
 #![allow(dead_code)]
 
-use lshbench::arch::Isa;
-use lshbench::corpus::pairs::{ElementKind, PairShape, PairSource};
-use lshbench::kernel::{self, Kernel, KernelParams, KernelSpec};
-use lshbench::shingle::{Normalization, ShingleKind, Shingler};
+use lshbench_core::arch::Isa;
+use lshbench_core::corpus::pairs::{ElementKind, PairShape, PairSource};
+use lshbench_core::kernel::{self, Kernel, KernelParams, KernelSpec};
+use lshbench_core::shingle::{Normalization, ShingleKind, Shingler};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
@@ -204,7 +204,7 @@ fn unbiased_with_the_predicted_mse(spec: &KernelSpec) {
             // A family known to break on structured keys (the hash-family ablation) is checked as expected to
             // fail there: below, the failure is recorded instead of asserted, and asserted after the loop.
             let expect_break = kind == ElementKind::Consecutive
-                && lshbench::kernel::ophhash::BREAKS_ON_CONSECUTIVE.contains(&spec.name);
+                && lshbench_core::kernel::ophhash::BREAKS_ON_CONSECUTIVE.contains(&spec.name);
             let mut src = PairSource::new(shape, kind, 100 + s as u64);
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let est: Vec<f64> = (0..trials)
@@ -246,7 +246,7 @@ fn unbiased_with_the_predicted_mse(spec: &KernelSpec) {
             }
         }
     }
-    if lshbench::kernel::ophhash::BREAKS_ON_CONSECUTIVE.contains(&spec.name) {
+    if lshbench_core::kernel::ophhash::BREAKS_ON_CONSECUTIVE.contains(&spec.name) {
         assert!(
             broke,
             "{}: listed as breaking on consecutive keys, but kept the theory there",

@@ -1,5 +1,5 @@
 //! The durability work of `lshbench serve` done three ways on the same records: the index's own log
-//! (`lshbench::online::log`, one segment, an append and an `fdatasync` per group, as the writer does), redb (one
+//! (`lshbench_online::log`, one segment, an append and an `fdatasync` per group, as the writer does), redb (one
 //! write transaction per group, `Durability::Immediate`) and fjall (one atomic batch per group, then
 //! `persist(SyncData)`). Each store keeps what the log keeps: the framed insert record of each document (its id,
 //! signature and zstd-compressed text), keyed by sequence number.
@@ -15,9 +15,9 @@
 //! which the storage choice would add the same cost to in every case. `run.sh` runs the comparison.
 
 use anyhow::{Context, Result, bail};
-use lshbench::corpus::synth::{GenConfig, generate};
-use lshbench::online::log::{self, Record};
-use lshbench::online::storage::{FsStorage, Storage};
+use lshbench_core::corpus::synth::{GenConfig, generate};
+use lshbench_online::log::{self, Record};
+use lshbench_online::storage::{FsStorage, Storage};
 use redb::{ReadableDatabase, ReadableTable};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
