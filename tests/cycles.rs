@@ -1,13 +1,11 @@
-//! No import circles between files: every file under `src/` is a module, and no module reaches, through the
-//! paths it names, a module that reaches it back, inside a folder as across layers (tests/layers.rs orders the
-//! top-level modules; this test covers the files within them). A path is `crate::a::b`, `super::b`,
-//! `self::b` or a child module's name (`b::item` in the file that declares `mod b`), in code or in a `use`
-//! group; it points at the deepest file it names.
-//!
-//! A folder's root file (`a/mod.rs`, or `a.rs` beside `a/`) is the folder's face: it declares its children,
-//! re-exports what they offer and holds what they share (a trait and its registry, an error type), so its
-//! paths into its own direct children are the module tree, not imports. Every other path counts: between
-//! siblings, into a folder from outside, and from a child up to any ancestor.
+//! No import circles between files: every file of every crate is a module, and no module reaches, through the
+//! paths it names, a module that reaches it back, inside a folder as across layers (Cargo keeps the crates
+//! apart, tests/layers.rs orders the core's top-level modules; this test covers the files within them). A path
+//! is `crate::a::b`, `super::b`, `self::b` or a child module's name (`b::item` in the file that declares
+//! `mod b`), in code or in a `use` group; it points at the deepest file it names. Every path counts, a folder's
+//! root file's paths into its own children too: a face that declares and re-exports its children holds nothing
+//! they need, so what they share lives in a child of its own. Test code (`#[cfg(test)]` modules, inline or in a
+//! file) is not part of the build's graph and is not read.
 
 mod common;
 
@@ -143,6 +141,96 @@ fn children(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The child modules `text` declares under `#[cfg(test)]` as files (`#[cfg(test)]` then `mod b;`).
+fn test_children(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0] == "#[cfg(test)]")
+        .flat_map(|w| children(w[1]))
+        .collect()
+}
+
+/// `code` without its inline test modules: each `#[cfg(test)]` followed by `mod name {` is cut through its
+/// closing brace (string contents are already gone, so braces balance).
+fn without_test_modules(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(i) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + "#[cfg(test)]".len()..];
+        let head = after.trim_start();
+        let is_module = head.starts_with("mod ") || head.starts_with("pub(crate) mod ");
+        let open = head.find(['{', ';']);
+        match open {
+            Some(o) if is_module && head.as_bytes()[o] == b'{' => {
+                let mut depth = 0;
+                let mut end = head.len();
+                for (j, c) in head.char_indices().skip(o) {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = j + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                rest = &head[end..];
+            }
+            _ => {
+                out.push_str("#[cfg(test)]");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `code` without its inline modules (`mod name { ... }`), and their bodies.
+fn inline_modules(code: &str) -> (String, Vec<String>) {
+    let mut outer = String::with_capacity(code.len());
+    let mut bodies = Vec::new();
+    let mut rest = code;
+    loop {
+        let found = rest.match_indices("mod ").find(|&(i, _)| {
+            let line_start = rest[..i].rfind('\n').map_or(0, |n| n + 1);
+            let head = rest[line_start..i].trim();
+            let name = ident(&rest[i + 4..]);
+            let after = rest[i + 4 + name.len()..].trim_start();
+            (head.is_empty() || head.starts_with("pub"))
+                && !name.is_empty()
+                && after.starts_with('{')
+        });
+        let Some((i, _)) = found else { break };
+        let open = i + rest[i..].find('{').unwrap();
+        let mut depth = 0;
+        let mut end = rest.len();
+        for (j, c) in rest[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + j + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        outer.push_str(&rest[..i]);
+        bodies.push(rest[open + 1..end.saturating_sub(1)].to_string());
+        rest = &rest[end..];
+    }
+    outer.push_str(rest);
+    (outer, bodies)
+}
+
 /// The file modules each file's paths reach (the deepest existing module each path names, itself left out).
 fn graph(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
     let files = common::files_with_extension(src, "rs");
@@ -152,6 +240,21 @@ fn graph(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
             let rel = f.strip_prefix(src).unwrap();
             (module_path(rel), std::fs::read_to_string(f).unwrap())
         })
+        .collect();
+    // Files of test modules (`#[cfg(test)] mod tests;`), and what they declare.
+    let tests: Vec<Vec<String>> = modules
+        .iter()
+        .flat_map(|(m, text)| {
+            test_children(text).into_iter().map(move |c| {
+                let mut path = m.clone();
+                path.push(c);
+                path
+            })
+        })
+        .collect();
+    let modules: BTreeMap<Vec<String>, String> = modules
+        .into_iter()
+        .filter(|(m, _)| !tests.iter().any(|t| m.starts_with(t)))
         .collect();
     // The crate root (`lib.rs`, the empty path) is a module too: a crate whose root holds items (the online
     // index's) is reached through `super::` and `crate::` paths to it.
@@ -163,7 +266,7 @@ fn graph(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
     };
     let mut edges = BTreeMap::new();
     for (module, text) in &modules {
-        let text = code(text);
+        let (text, inline) = inline_modules(&without_test_modules(&code(text)));
         let parent = &module[..module.len().saturating_sub(1)];
         let mut reached = BTreeSet::new();
         let mut add = |base: &[String], tail: Vec<String>| {
@@ -175,11 +278,8 @@ fn graph(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
                 path.pop();
             }
             path.extend(tail);
-            let child_of_this =
-                |t: &Vec<String>| t.len() == module.len() + 1 && t.starts_with(module);
             if let Some(target) = deepest(path)
                 && &target != module
-                && !child_of_this(&target)
             {
                 reached.insert(target);
             }
@@ -198,6 +298,15 @@ fn graph(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
                 let mut own = module.clone();
                 own.push(child.clone());
                 add(&own, p);
+            }
+        }
+        // An inline module's paths are the file's, one level down: its `super::` is the file itself.
+        for body in &inline {
+            for p in paths_after(body, "crate") {
+                add(&[], p);
+            }
+            for p in paths_after(body, "super") {
+                add(module, p);
             }
         }
         edges.insert(module.clone(), reached);
@@ -301,7 +410,11 @@ fn report(dir: &str, edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Ve
             let inside: Vec<String> = c
                 .iter()
                 .map(|m| {
-                    let key: Vec<String> = m.split("::").map(str::to_string).collect();
+                    let key: Vec<String> = m
+                        .split("::")
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect();
                     let to: Vec<String> = edges[&key]
                         .iter()
                         .map(|t| t.join("::"))
@@ -336,4 +449,36 @@ fn the_scanner_resolves_paths_groups_super_and_children_and_finds_a_circle() {
     edges.insert(m("z"), BTreeSet::from([m("x"), m("w")]));
     edges.insert(m("w"), BTreeSet::new());
     assert_eq!(circles(&edges), [vec!["x", "y", "z"]]);
+}
+
+#[test]
+fn test_modules_are_not_read_and_the_rest_is() {
+    let text = code(
+        "use super::a::X;\n#[cfg(test)]\nmod tests {\n    use super::super::b::Y;\n    fn f() { if true { } }\n}\nuse super::c::Z;\n#[cfg(test)]\nfn helper() {}\n",
+    );
+    let kept = without_test_modules(&text);
+    assert_eq!(
+        paths_after(&kept, "super"),
+        [vec!["a", "X"], vec!["c", "Z"]]
+    );
+    assert!(kept.contains("fn helper"), "only modules are cut: {kept}");
+    assert_eq!(
+        test_children("#[cfg(test)]\nmod tests;\nmod real;\n#[cfg(test)]\npub(crate) mod crash;\n"),
+        ["tests", "crash"]
+    );
+}
+
+#[test]
+fn an_inline_module_is_read_one_level_down() {
+    let text = code(
+        "use super::a::X;\nmod avx2 {\n    use super::{B, c::D};\n    fn f() { if x { y } }\n}\nfn g() {}\n",
+    );
+    let (outer, inline) = inline_modules(&text);
+    assert_eq!(paths_after(&outer, "super"), [vec!["a", "X"]]);
+    assert!(outer.contains("fn g"), "{outer}");
+    assert_eq!(inline.len(), 1);
+    assert_eq!(
+        paths_after(&inline[0], "super"),
+        [vec!["B"], vec!["c", "D"]]
+    );
 }

@@ -17,7 +17,6 @@
 //! family) is measured the same way, but its outcome is a result, reported in the table "which families keep
 //! the theory", not a failed run.
 
-use super::ExperimentError;
 use super::accuracy::{self, AccuracyRow, Moments};
 use super::chart::{Chart, Series, Style, kernel_color};
 use super::config::{AblationConfig, AccuracySweep};
@@ -27,6 +26,7 @@ use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::scurve::{self, PointTest, ScurveRow};
 use super::stats::{bonferroni_level, ertl_z, wilson, z_two_sided};
+use crate::error::ExperimentError;
 use lshbench_core::arch::Dispatch;
 use lshbench_core::corpus::pairs::{ElementKind, PairShape, PairSource};
 use lshbench_core::kernel::KernelSpec;

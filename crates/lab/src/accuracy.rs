@@ -25,7 +25,6 @@
 //! Published tables (docs/src/published-figures.md) are compared in notes that name the table and its own
 //! uncertainty.
 
-use super::ExperimentError;
 use super::chart::{Chart, Series, Style, kernels_in};
 use super::config::{AccuracyConfig, AccuracySweep};
 use super::deps;
@@ -33,6 +32,7 @@ use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::stats::{bonferroni_level, ertl_band_half_width, ertl_z, z_two_sided};
+use crate::error::ExperimentError;
 use lshbench_core::corpus::pairs::{ElementKind, PairShape, PairSource};
 use lshbench_core::kernel::bbit::{self, BBit};
 use lshbench_core::kernel::{Kernel, KernelSpec, SketchFamily};
@@ -376,6 +376,11 @@ pub(crate) fn lookup<'a>(registry: &[&'a KernelSpec], name: &str) -> Result<&'a 
         .ok_or_else(|| {
             lshbench_core::kernel::KernelError::Unknown {
                 name: name.to_string(),
+                available: registry
+                    .iter()
+                    .map(|s| s.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             }
             .into()
         })

@@ -16,7 +16,6 @@
 //! Both predictions need independent slots; for a kernel of another family the accuracy cells check the bias
 //! only and the recall cells are notes.
 
-use super::ExperimentError;
 use super::accuracy::{self, AccuracyRow, bits_name};
 use super::chart::{Chart, Series, Style};
 use super::config::{AccuracySweep, BbitConfig};
@@ -25,6 +24,7 @@ use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::stats::{bonferroni_level, wilson, z_two_sided};
+use crate::error::ExperimentError;
 use lshbench_core::arch::Dispatch;
 use lshbench_core::corpus::pairs::{ElementKind, PairShape, PairSource};
 use lshbench_core::kernel::bbit::{chance_collision, mask};

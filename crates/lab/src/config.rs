@@ -6,7 +6,7 @@
 //! top-level keys of the same name under `--quick`. Sweeps are lists of `[[sweep]]` tables, each a cartesian
 //! product of its lists. Unknown keys are errors that name the key, so a typo never silently runs the default.
 
-use super::ExperimentError;
+use crate::error::ExperimentError;
 use lshbench_core::exec::MAX_THREADS;
 use lshbench_core::kernel::MAX_NUM_PERM;
 use lshbench_core::lsh::scurve::Banding;

@@ -3,7 +3,7 @@
 //! [`lshbench_core::lsh::scurve::Banding`]'s methods, called directly.) Whatever runs vector code takes the run's
 //! [`Dispatch`] (`lshbench run --isa`), so every kernel, shingler and reader of a run uses the one choice.
 
-use super::ExperimentError;
+use crate::error::ExperimentError;
 use lshbench_core::arch::Dispatch;
 use lshbench_core::kernel::{Kernel, KernelParams};
 use lshbench_core::lsh::scurve::Banding;

@@ -5,7 +5,7 @@
 //! [`ExperimentError::Cell`], ...) name where it happened and hand the cause on as their source, so a printer
 //! that walks the source chain (the CLI's) shows `experiment `x` (file): cell k=v: cause`.
 
-use super::runner::Check;
+use crate::check::Check;
 use std::path::PathBuf;
 use std::sync::Arc;
 

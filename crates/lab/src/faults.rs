@@ -8,13 +8,13 @@
 //!
 //! The faults themselves are in [`super::broken`].
 
-use super::ExperimentError;
 use super::accuracy::{self, AccuracyRow};
 use super::broken::{FAULTS, fault, unknown_fault};
 use super::config::FaultsConfig;
 use super::report::{Table, write_summary};
 use super::runner::{Checks, Ctx, write_csv};
 use super::scurve::{self, ScurveRow};
+use crate::error::ExperimentError;
 use lshbench_core::kernel::KernelSpec;
 use serde::{Deserialize, Serialize};
 

@@ -1,9 +1,9 @@
 //! The figures an experiment writes into its folder: each [`Chart`] drawn by [`super::plot`] (with the `plots`
 //! feature) as `<stem>.png` and `<stem>.svg`, and the summary's section that links them.
 
-use super::ExperimentError;
 use super::chart::{Chart, DRAWN, NOT_DRAWN};
 use super::runner::Ctx;
+use crate::error::ExperimentError;
 
 /// The figures one experiment writes into its folder, as `<stem>.png` and `<stem>.svg`.
 #[derive(Debug, Default)]

@@ -22,6 +22,7 @@ pub mod accuracy;
 pub mod bbit;
 pub mod broken;
 pub mod chart;
+pub mod check;
 pub mod config;
 pub mod deps;
 pub mod error;

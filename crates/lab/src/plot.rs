@@ -7,8 +7,8 @@
 //!
 //! Only with the `plots` feature; the charts themselves are [`super::chart`]'s plain data.
 
-use super::ExperimentError;
 use super::chart::{Chart, PALETTE_LEN, Style};
+use crate::error::ExperimentError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;

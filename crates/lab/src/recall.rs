@@ -13,7 +13,6 @@
 //! correlated. The bound therefore groups the true pairs by connected component of the truth graph and takes
 //! the worst case (perfect correlation) inside a component, independence across components.
 
-use super::ExperimentError;
 use super::accuracy::{bits_name, split_bits};
 use super::chart::{Chart, Series, Style, kernel_color};
 use super::config::{RecallConfig, RecallStudy};
@@ -23,6 +22,7 @@ use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, write_csv};
 use super::scurve::slot_agreement;
 use super::stats::{grouped_bernoulli_lower, z_one_sided};
+use crate::error::ExperimentError;
 use lshbench_core::exact::SimilarPair;
 use lshbench_core::kernel::bbit::BBit;
 use lshbench_core::lsh::cluster::UnionFind;

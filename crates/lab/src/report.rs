@@ -1,7 +1,7 @@
 //! Markdown output: tables and each experiment's `summary.md` (headline tables, checks, machine, command).
 
-use super::ExperimentError;
 use super::runner::{Checks, Ctx};
+use crate::error::ExperimentError;
 
 /// A markdown table built row by row.
 #[derive(Clone, Debug, Default)]

@@ -2,7 +2,8 @@
 //! parameters (finished cells are skipped, `--force` reruns them), the provenance every row carries, and the
 //! self-checks each experiment makes of its own results.
 
-use super::ExperimentError;
+pub use crate::check::Check;
+use crate::error::ExperimentError;
 use lshbench_core::arch::Dispatch;
 use lshbench_core::exec::Progress;
 use serde::Serialize;
@@ -335,19 +336,6 @@ pub fn read_csv<R: DeserializeOwned>(path: &Path) -> Result<Vec<R>> {
         })?);
     }
     Ok(rows)
-}
-
-/// One self-check: what was checked, whether it held, and the numbers behind the verdict.
-#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
-pub struct Check {
-    /// The experiment that made it.
-    pub experiment: String,
-    /// What was checked.
-    pub name: String,
-    /// Whether it held.
-    pub passed: bool,
-    /// The numbers behind the verdict.
-    pub detail: String,
 }
 
 /// Collects an experiment's checks.

@@ -19,7 +19,6 @@
 //! Whether a cell is sparse, whether bands are independent, and the quoted band agreement, come from the
 //! registry's [`lshbench_core::kernel::SketchFamily`].
 
-use super::ExperimentError;
 use super::accuracy::{bits_name, split_bits};
 use super::chart::{Chart, Series, Style, kernel_color, kernels_in};
 use super::config::{BandAgreementSweep, ScurveConfig, ScurveSweep};
@@ -28,6 +27,7 @@ use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, cell_seed, write_csv};
 use super::stats::{binomial_consistent, binomial_tails, bonferroni_level, wilson, z_two_sided};
+use crate::error::ExperimentError;
 use lshbench_core::corpus::pairs::{ElementKind, PairShape, PairSource};
 use lshbench_core::kernel::KernelSpec;
 use lshbench_core::kernel::bbit::{self, BBit};

@@ -2,12 +2,12 @@
 //! the seeds): the S-curve for b = 20, r = 5; the thresholds for n = 100; 42x3 against 35x3; datasketch's
 //! integral-based choice of (b, r) next to the false-positive/false-negative rule.
 
-use super::ExperimentError;
 use super::chart::{Chart, Series, Style};
 use super::config::TheoryConfig;
 use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{Checks, Ctx, write_csv};
+use crate::error::ExperimentError;
 use lshbench_core::lsh::scurve::Banding;
 use serde::Serialize;
 

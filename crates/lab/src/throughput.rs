@@ -3,7 +3,6 @@
 //! text-in/signatures-out time. Timings are data, not checks (medians of `repeats` runs; a shared machine
 //! makes them noisy). The one check: signatures are identical whatever the thread count.
 
-use super::ExperimentError;
 use super::accuracy::bits_name;
 use super::chart::{Chart, Series, Style, kernel_color};
 use super::config::ThroughputConfig;
@@ -11,6 +10,7 @@ use super::deps;
 use super::figures::Figures;
 use super::report::{Table, f, write_summary};
 use super::runner::{CellKey, Checks, Ctx, write_csv};
+use crate::error::ExperimentError;
 use lshbench_core::kernel::bbit::{self, BBit};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};

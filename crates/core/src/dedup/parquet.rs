@@ -1,8 +1,8 @@
 //! Dedup tables as Parquet files (feature `parquet`): `--pairs`, `--clusters`, `--group-report` and `--removed` ending in
 //! `.parquet`, holding the record batches of [`super::tables`].
 
+use super::outcome::{DedupOutcome, Table};
 use super::tables::{clusters_batch, group_report_batch, pairs_batch, removed_batch};
-use super::{DedupOutcome, Table};
 use crate::sketch::parquet::{write_record_batch, writer_properties};
 use std::path::Path;
 

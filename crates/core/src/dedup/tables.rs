@@ -4,7 +4,8 @@
 //! CSV leaves blank is null. The Parquet outputs ([`super::parquet`]) and the Python binding's `dedup` both
 //! return these batches.
 
-use super::{DedupOutcome, Verify, removals, verified_by};
+use super::options::Verify;
+use super::outcome::{DedupOutcome, removals, verified_by};
 use arrow_array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{Field, Schema};
 use std::sync::Arc;

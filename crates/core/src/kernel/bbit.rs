@@ -15,7 +15,8 @@
 //! `ceil(k b / 64)` words, and unused high bits of the last word are zero. [`BBit`] wraps any registered
 //! kernel so that `sketch` and `dedup` band and estimate on the b-bit values.
 
-use super::{Isa, Kernel};
+use super::contract::Kernel;
+use crate::arch::Isa;
 use crate::window::WindowSource;
 
 /// The slot widths `--bits` takes.
@@ -195,7 +196,7 @@ impl Kernel for BBit {
         empty
     }
     fn estimate(&self, a: &[u32], b: &[u32]) -> f64 {
-        corrected(super::fraction_equal(a, b), self.bits)
+        corrected(super::contract::fraction_equal(a, b), self.bits)
     }
     fn slot_bits(&self) -> u32 {
         self.bits

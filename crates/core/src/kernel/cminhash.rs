@@ -18,7 +18,8 @@
 //! `wide::u32x8` for the portable path, and a plain scalar loop), all computing the same wrapping 32-bit
 //! integer arithmetic, so every path gives the same bits.
 
-use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
+use super::contract::{Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
+use crate::arch::Isa;
 use crate::arch::{Dispatch, Loop};
 use crate::hash::mix64;
 use rand_xoshiro::Xoshiro256PlusPlus;

@@ -38,11 +38,12 @@
 //! [`super::variance::rel_mse_fss`].
 
 use super::bins::{self, CHUNK};
+use super::contract::{Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 use super::oph::{Densify, Oph};
-use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 #[cfg(target_arch = "x86_64")]
 use crate::arch::Avx512;
 use crate::arch::Dispatch;
+use crate::arch::Isa;
 use crate::hash::mix64;
 use crate::window::WindowSource;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -455,7 +456,7 @@ impl Kernel for Fss {
         out: &mut [u32],
     ) -> bool {
         if text.len() < self.short_text {
-            return super::sign_via_ids(self, windows, text, ids, out);
+            return super::contract::sign_via_ids(self, windows, text, ids, out);
         }
         if let Some(true) = self.round0.sign_raw_text(windows, text, out) {
             // One pass the compiler vectorises: shift each value (leaving EMPTY as it is) and count the empty
@@ -474,7 +475,7 @@ impl Kernel for Fss {
             }
             return false;
         }
-        super::sign_via_ids(self, windows, text, ids, out)
+        super::contract::sign_via_ids(self, windows, text, ids, out)
     }
 }
 

@@ -21,8 +21,9 @@
 //! An empty set gives every slot `u32::MAX` (callers flag it; it estimates 0 against anything).
 
 use super::bins::{CHUNK, min_update};
-use super::{Densification, Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
+use super::contract::{Densification, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 use crate::arch::Dispatch;
+use crate::arch::Isa;
 #[cfg(target_arch = "x86_64")]
 use crate::arch::{Avx2, Avx512, Vbmi2, x86::mix64_x8};
 use crate::hash::{GOLDEN, mix64};
@@ -1250,7 +1251,7 @@ impl Kernel for Oph {
             }
             return !any;
         }
-        super::sign_via_ids(self, windows, text, ids, out)
+        super::contract::sign_via_ids(self, windows, text, ids, out)
     }
     fn sign(&self, ids: &[u64], out: &mut [u32]) {
         self.sign_raw(ids, out);

@@ -21,8 +21,9 @@
 //! These kernels run one scalar loop on every instruction set (`isa()` is `scalar`); the ISA asked for is
 //! checked by the registry and changes nothing, so every path is the reference.
 
+use super::contract::{Densification, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 use super::oph::{Densify, EMPTY, Oph};
-use super::{Densification, Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
+use crate::arch::Isa;
 use crate::hash::mix64;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};

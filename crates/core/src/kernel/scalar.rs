@@ -3,8 +3,9 @@
 //! Slot i is the minimum of `h_i` over the set, with the multiply-add-shift family of [`super::family`]. The
 //! loop is the straightforward one (for each key, update all k slots); it is not hand-vectorised.
 
+use super::contract::{Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 use super::family::Family;
-use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
+use crate::arch::Isa;
 
 /// The registry entry of `scalar`.
 pub const SPEC: KernelSpec = KernelSpec {

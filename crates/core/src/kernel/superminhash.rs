@@ -22,10 +22,11 @@
 //! one independent part, hashing every id to its generator seed, runs as an AVX-512 compilation of the same
 //! integer code when the dispatch chose AVX-512; the output is identical on every instruction set.
 
-use super::{Isa, Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
+use super::contract::{Kernel, KernelError, KernelParams, KernelSpec, SketchFamily};
 #[cfg(target_arch = "x86_64")]
 use crate::arch::Avx512;
 use crate::arch::Dispatch;
+use crate::arch::Isa;
 use crate::hash::{GOLDEN, mix64};
 use std::cell::RefCell;
 
@@ -54,31 +55,8 @@ fn build(p: &KernelParams) -> Result<Box<dyn Kernel>, KernelError> {
     )))
 }
 
-/// The relative variance of SuperMinHash, Var / (J(1-J)/k), for a union of `union` elements and `k` slots.
-///
-/// Derived here from the construction (and checked against a simulation in the tests): the estimator is the
-/// fraction of slots whose winner over the union lies in the intersection, so with `p` the probability that
-/// two given slots have the same winner, Var = J(1-J)/k * (1 + (k-1)(p u - 1)/(u - 1)); classic MinHash has
-/// p = 1/u. For SuperMinHash the winner of two slots is the same element with probability
-/// `p = 2/(u (k(k-1))^u) * sum_{j=1}^{k-1} j^u (j^u - (j-1)^u)`. It gives 0.477, 0.537, 0.764 and 0.970 at
-/// k = 32 and u = 8, 32, 128, 1024, and tends to 1 - (k-1)/(u-1) (sampling without replacement) for u >> k.
-/// Independent of J.
-pub fn alpha(union: usize, k: usize) -> f64 {
-    if union < 2 || k < 2 {
-        return 1.0;
-    }
-    let (u, kf) = (union as f64, k as f64);
-    let scale = kf * (kf - 1.0);
-    // p u = 2 sum_j [(j^2 / (k(k-1)))^u - (j(j-1) / (k(k-1)))^u], each base below 1: no overflow.
-    let pu: f64 = (1..k)
-        .map(|j| {
-            let j = j as f64;
-            (j * j / scale).powf(u) - (j * (j - 1.0) / scale).powf(u)
-        })
-        .sum::<f64>()
-        * 2.0;
-    1.0 + (kf - 1.0) * (pu - 1.0) / (u - 1.0)
-}
+/// The relative variance of SuperMinHash (derived in [`super::variance`], with every family's closed form).
+pub use super::variance::superminhash_alpha as alpha;
 
 /// Scratch space of one signing call: slot values, the permutation, the element that last touched each
 /// position, and the histogram of integer parts.

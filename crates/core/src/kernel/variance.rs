@@ -114,6 +114,32 @@ pub fn rel_mse_fss(f: usize, k: usize) -> f64 {
     rel_mse_from_weights(f, k, s)
 }
 
+/// The relative variance of SuperMinHash, Var / (J(1-J)/k), for a union of `union` elements and `k` slots.
+///
+/// Derived from the construction (and checked against a simulation in `superminhash`'s tests): the estimator is the
+/// fraction of slots whose winner over the union lies in the intersection, so with `p` the probability that
+/// two given slots have the same winner, Var = J(1-J)/k * (1 + (k-1)(p u - 1)/(u - 1)); classic MinHash has
+/// p = 1/u. For SuperMinHash the winner of two slots is the same element with probability
+/// `p = 2/(u (k(k-1))^u) * sum_{j=1}^{k-1} j^u (j^u - (j-1)^u)`. It gives 0.477, 0.537, 0.764 and 0.970 at
+/// k = 32 and u = 8, 32, 128, 1024, and tends to 1 - (k-1)/(u-1) (sampling without replacement) for u >> k.
+/// Independent of J.
+pub fn superminhash_alpha(union: usize, k: usize) -> f64 {
+    if union < 2 || k < 2 {
+        return 1.0;
+    }
+    let (u, kf) = (union as f64, k as f64);
+    let scale = kf * (kf - 1.0);
+    // p u = 2 sum_j [(j^2 / (k(k-1)))^u - (j(j-1) / (k(k-1)))^u], each base below 1: no overflow.
+    let pu: f64 = (1..k)
+        .map(|j| {
+            let j = j as f64;
+            (j * j / scale).powf(u) - (j * (j - 1.0) / scale).powf(u)
+        })
+        .sum::<f64>()
+        * 2.0;
+    1.0 + (kf - 1.0) * (pu - 1.0) / (u - 1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

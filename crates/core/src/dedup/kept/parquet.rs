@@ -21,8 +21,11 @@
 //! group in progress, an overestimate of the encoded size) to the shard size, so its granularity is one input
 //! batch of 1024 rows.
 
-use super::{Docs, KeptError, KeptStats, KeptTarget, Staged, create_error, write_error};
-use super::{Encoded, finish_shard, shard_extension};
+use super::stream::{Docs, Encoded, Staged, finish_shard};
+use super::target::{
+    KeptError, KeptStats, KeptTarget, create_error, is_directory_target, shard_extension,
+    write_error,
+};
 use crate::corpus::{InputFormat, RawRecord};
 use crate::output::AtomicFile;
 use arrow_array::BooleanArray;
@@ -117,7 +120,7 @@ pub(super) fn write(mut docs: Docs<'_>, target: &KeptTarget) -> Result<KeptStats
             .with_properties(props.clone())
             .with_skip_arrow_metadata(true)
     };
-    let sharded = super::is_directory_target(&target.path, false);
+    let sharded = is_directory_target(&target.path, false);
     let staged = if sharded {
         Some(Staged::new(&target.path)?)
     } else {

@@ -4,7 +4,7 @@
 //! `a * x mod 2^64 = lo32(a) * x + (hi32(a) * x) << 32`: two `vpmuludq` (32 x 32 -> 64). The min is
 //! `vpminud` on 32-bit lanes, whose odd lanes are exactly the minima of the high halves (see `simd.rs`).
 
-use super::{Lanes, Params};
+use super::generic::{Lanes, Params};
 use std::arch::x86_64::*;
 
 #[derive(Clone, Copy)]
@@ -50,7 +50,7 @@ impl Lanes for Avx2 {
 #[target_feature(enable = "avx2")]
 fn sign_avx2(p: &Params, keys: &[u64], out: &mut [u32]) {
     // SAFETY: this function is compiled for AVX2; the parameters are padded to a multiple of 8 lanes.
-    unsafe { super::sign_generic::<Avx2, 4>(p, keys, out) }
+    unsafe { super::generic::sign_generic::<Avx2, 4>(p, keys, out) }
 }
 
 pub(super) fn sign(_: crate::arch::Avx2, p: &Params, keys: &[u64], out: &mut [u32]) {

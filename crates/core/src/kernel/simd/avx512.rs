@@ -1,6 +1,6 @@
 //! The AVX-512 vector loop: 8 u64 lanes per `__m512i`, `vpmullq` (AVX512DQ) + `vpaddq` + `vpminuq`.
 
-use super::{Lanes, Params};
+use super::generic::{Lanes, Params};
 use std::arch::x86_64::*;
 
 #[derive(Clone, Copy)]
@@ -41,7 +41,7 @@ impl Lanes for Avx512 {
 #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
 fn sign_avx512(p: &Params, keys: &[u64], out: &mut [u32]) {
     // SAFETY: this function is compiled for AVX-512 F/DQ/BW/VL; the parameters are padded to 8 lanes.
-    unsafe { super::sign_generic::<Avx512, 4>(p, keys, out) }
+    unsafe { super::generic::sign_generic::<Avx512, 4>(p, keys, out) }
 }
 
 pub(super) fn sign(_: crate::arch::Avx512, p: &Params, keys: &[u64], out: &mut [u32]) {

@@ -1,6 +1,6 @@
 //! The portable vector loop: `wide::u64x4` (whatever the compile target gives it).
 
-use super::{Lanes, Params};
+use super::generic::{Lanes, Params};
 use wide::u64x4;
 
 impl Lanes for u64x4 {
@@ -33,5 +33,5 @@ impl Lanes for u64x4 {
 
 pub(super) fn sign(p: &Params, keys: &[u64], out: &mut [u32]) {
     // SAFETY: u64x4 is plain Rust with no target-feature requirement; p is padded to a multiple of 8 >= 4.
-    unsafe { super::sign_generic::<u64x4, 4>(p, keys, out) }
+    unsafe { super::generic::sign_generic::<u64x4, 4>(p, keys, out) }
 }
