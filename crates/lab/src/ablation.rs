@@ -545,6 +545,40 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
         .iter()
         .map(|k| lshbench_core::kernel::spec(k))
         .collect::<Result<_, _>>()?;
+    let (rows, sets) = accuracy_rows(ctx, cfg, &specs)?;
+    let banding = tested_banding(ctx, cfg, &specs, &sets)?;
+    let speed = speed_rows(ctx, cfg, &specs, &sets)?;
+    write_csv(&ctx.file("speed.csv")?, &speed)?;
+
+    let mut checks = Checks::new("ablation");
+    check(cfg, &rows, &banding, &mut checks)?;
+    let mut figs = Figures::new();
+    let mut sections = vec![families_section(cfg, &specs, &rows, &banding, &mut checks)];
+    if !banding.rows.is_empty() {
+        sections.push(scurve_section(ctx, &banding.rows, &mut figs)?);
+    }
+    sections.push(speed_section(cfg, &speed));
+    pareto_figure(ctx, cfg, &rows, &speed, &mut figs)?;
+    sections.push(figs.section());
+    write_summary(
+        ctx,
+        "Hash-family ablation and the Pareto figure",
+        &sections,
+        &checks,
+    )?;
+    Ok(checks)
+}
+
+/// The element kinds of the accuracy cells, in the order the summary and the figure show them.
+const KINDS: [&str; 3] = ["random", "consecutive", "shingles"];
+
+/// The accuracy cells: synthetic elements through the accuracy experiment's cells, then real shingle sets of the
+/// dataset (at least the largest union each); written to `accuracy.csv`. Also returns the dataset's sets.
+fn accuracy_rows(
+    ctx: &Ctx,
+    cfg: &AblationConfig,
+    specs: &[&'static KernelSpec],
+) -> Result<(Vec<AccuracyRow>, Vec<Vec<u64>>)> {
     let synthetic: Vec<String> = cfg
         .elements
         .iter()
@@ -582,9 +616,22 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
                 cfg.dataset.name, cfg.shingle
             )));
         }
-        rows.extend(shingle_rows(ctx, cfg, &specs, &pool)?);
+        rows.extend(shingle_rows(ctx, cfg, specs, &pool)?);
     }
     write_csv(&ctx.file("accuracy.csv")?, &rows)?;
+    Ok((rows, sets))
+}
+
+/// The banding rows with their tests: the S-curve cells on real shingle sets (at least `banding_union` each),
+/// each point's test (per band where the family's bands are independent, per pair otherwise, none where bins
+/// are expected empty) at one Bonferroni level over every tested point of the run, enforced or not; written to
+/// `banding.csv`.
+fn tested_banding(
+    ctx: &Ctx,
+    cfg: &AblationConfig,
+    specs: &[&'static KernelSpec],
+    sets: &[Vec<u64>],
+) -> Result<TestedBanding> {
     let banding_pool: Vec<Vec<u64>> = if cfg.elements.iter().any(|e| e == "shingles") {
         sets.iter()
             .filter(|s| s.len() >= cfg.banding_union)
@@ -602,9 +649,7 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
             cfg.dataset.name, cfg.banding_union, cfg.shingle
         )));
     }
-    let mut banding = banding_rows(ctx, cfg, &specs, &banding_pool)?;
-    // Each point's test (per band where the family's bands are independent, per pair otherwise, none where
-    // bins are expected empty) at one Bonferroni level over every tested point of the run, enforced or not.
+    let mut banding = banding_rows(ctx, cfg, specs, &banding_pool)?;
     let registry = accuracy::registry();
     let mut tests = Vec::with_capacity(banding.len());
     for r in &banding {
@@ -622,17 +667,43 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
         r.fits = Some(t.consistent(point_alpha));
     }
     write_csv(&ctx.file("banding.csv")?, &banding)?;
-    let speed = speed_rows(ctx, cfg, &specs, &sets)?;
-    write_csv(&ctx.file("speed.csv")?, &speed)?;
+    Ok(TestedBanding {
+        rows: banding,
+        tests,
+        point_alpha,
+        tested,
+    })
+}
 
-    let mut checks = Checks::new("ablation");
-    let mut figs_scurve = Figures::new();
+/// The banding rows of a run, each point's test, the level per point and how many points were tested.
+struct TestedBanding {
+    rows: Vec<BandingRow>,
+    tests: Vec<PointTest>,
+    point_alpha: f64,
+    tested: usize,
+}
+
+/// The checks of the kernels not allowed to fail: the accuracy experiment's, and the S-curve experiment's over
+/// their banding points at the run's level per point.
+fn check(
+    cfg: &AblationConfig,
+    rows: &[AccuracyRow],
+    banding: &TestedBanding,
+    checks: &mut Checks,
+) -> Result<()> {
+    let TestedBanding {
+        rows: banding,
+        tests,
+        point_alpha,
+        ..
+    } = banding;
+    let registry = accuracy::registry();
     let enforced: Vec<AccuracyRow> = rows
         .iter()
         .filter(|r| !cfg.may_fail.contains(&r.kernel))
         .cloned()
         .collect();
-    accuracy::check(&enforced, &mut checks)?;
+    accuracy::check(&enforced, checks)?;
     // The S-curve fit of the enforced kernels: the S-curve experiment's own checks, at the run's level per point.
     let enforced_points: Vec<ScurveRow> = banding
         .iter()
@@ -641,7 +712,7 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
         .collect();
     let enforced_tested = banding
         .iter()
-        .zip(&tests)
+        .zip(tests)
         .filter(|(r, t)| !cfg.may_fail.contains(&r.kernel) && **t != PointTest::Untested)
         .count();
     if enforced_tested > 0 {
@@ -650,12 +721,29 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
             point_alpha * enforced_tested as f64,
             &enforced_points,
             &[],
-            &mut checks,
+            checks,
         )?;
     }
 
-    // Which families keep the theory: per kernel and element kind, the largest |z| over the cells, against the
-    // Bonferroni z of the whole run (the same rule the checks use).
+    Ok(())
+}
+
+/// "Which families keep the theory": per kernel and element kind, the largest |z| over the cells against the
+/// Bonferroni z of the whole run (the same rule the checks use), and the S-curve fit; a kernel allowed to fail
+/// gets a note instead of a check.
+fn families_section(
+    cfg: &AblationConfig,
+    specs: &[&'static KernelSpec],
+    rows: &[AccuracyRow],
+    banding: &TestedBanding,
+    checks: &mut Checks,
+) -> (String, String) {
+    let TestedBanding {
+        rows: banding,
+        tests,
+        point_alpha,
+        tested,
+    } = banding;
     let z = z_two_sided(bonferroni_level(1e-3, 2 * rows.len().max(1))).max(ertl_z());
     let mut t = Table::new(&[
         "kernel",
@@ -669,9 +757,8 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
         "S-curve fits",
         "keeps the theory",
     ]);
-    let kinds = ["random", "consecutive", "shingles"];
-    for spec in &specs {
-        for kind in kinds {
+    for spec in specs {
+        for kind in KINDS {
             let sub: Vec<&AccuracyRow> = rows
                 .iter()
                 .filter(|r| r.kernel == spec.name && r.elements == kind)
@@ -686,7 +773,7 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
                 zb = zb.max(b.abs());
                 ratio += r.rel_mse / r.predicted_rel_mse;
             }
-            let fit = scurve_fit(&banding, &tests, spec.name, kind);
+            let fit = scurve_fit(banding, tests, spec.name, kind);
             let accurate = zm <= z && zb <= z;
             let keeps = accurate && fit.as_ref().is_none_or(|f| f.fits);
             let weak = cfg.may_fail.contains(&spec.name.to_string());
@@ -727,7 +814,7 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
             ]);
         }
     }
-    let mut sections = vec![(
+    (
         "Which families keep the theory".to_string(),
         format!(
             "{}\nPer kernel and element kind: the cells' relative MSE against the family's closed form and \
@@ -750,16 +837,17 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
             cfg.bands_rows.join(", "),
             cfg.family_alpha,
         ),
-    )];
-    if !banding.is_empty() {
-        sections.push(scurve_section(ctx, &banding, &mut figs_scurve)?);
-    }
+    )
+}
+
+/// The signing speed table (one thread, kernels alternating within each round).
+fn speed_section(cfg: &AblationConfig, speed: &[SpeedRow]) -> (String, String) {
     let mut t = Table::new(&["kernel", "isa", "M ids/s", "docs/s", "vs oph-opt"]);
     let base = speed
         .iter()
         .find(|s| s.kernel == "oph-opt")
         .map(|s| s.mids_per_s);
-    for s in &speed {
+    for s in speed {
         t.row(vec![
             format!("`{}`", s.kernel),
             s.isa.clone(),
@@ -768,7 +856,7 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
             base.map(|b| f(s.mids_per_s / b, 2)).unwrap_or("-".into()),
         ]);
     }
-    sections.push((
+    (
         format!("Signing speed (k = {}, one thread)", cfg.num_perm),
         format!(
             "{}\n{} documents, {} shingle ids (`{}`), signed from ids in memory; median of {} rounds, the \
@@ -780,9 +868,19 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
             cfg.shingle,
             cfg.repeats
         ),
-    ));
+    )
+}
 
-    // The Pareto figure: relative MSE at the largest union and the J nearest 0.5, against ids/s.
+/// The Pareto figure: relative MSE at the largest union and the J nearest 0.5, against ids/s, one panel per
+/// element kind.
+fn pareto_figure(
+    ctx: &Ctx,
+    cfg: &AblationConfig,
+    rows: &[AccuracyRow],
+    speed: &[SpeedRow],
+    figs: &mut Figures,
+) -> Result<()> {
+    let max_union = cfg.union.iter().copied().max().unwrap_or(2);
     let mut panels = Vec::new();
     let jt = cfg
         .jaccard
@@ -790,7 +888,7 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
         .copied()
         .min_by(|a, b| (a - 0.5).abs().total_cmp(&(b - 0.5).abs()))
         .unwrap_or(0.5);
-    for kind in kinds {
+    for kind in KINDS {
         let mut c = Chart::new(
             format!("{kind} elements, union {max_union}, J = {jt}"),
             "signing speed (million ids/s, one thread)",
@@ -800,7 +898,7 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
         c.x_log2 = true;
         // Eleven kernels fill every corner of the panel: one legend strip below the three.
         c.legend_below = true;
-        for s in &speed {
+        for s in speed {
             if let Some(r) = rows.iter().find(|r| {
                 r.kernel == s.kernel
                     && r.elements == kind
@@ -820,7 +918,6 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
         }
         panels.push(c);
     }
-    let mut figs = figs_scurve;
     figs.grid(
         ctx,
         "pareto",
@@ -831,14 +928,7 @@ pub fn run(ctx: &Ctx, cfg: &AblationConfig) -> Result<Checks> {
         panels,
         3,
     )?;
-    sections.push(figs.section());
-    write_summary(
-        ctx,
-        "Hash-family ablation and the Pareto figure",
-        &sections,
-        &checks,
-    )?;
-    Ok(checks)
+    Ok(())
 }
 
 /// The S-curve fit of one kernel on one element kind.

@@ -303,7 +303,36 @@ fn row_bits(r: &AccuracyRow) -> u32 {
 /// Runs the b-bit experiment: `accuracy.csv`, `recall.csv`, the checks, the summary and figures.
 pub fn run(ctx: &Ctx, cfg: &BbitConfig) -> Result<Checks> {
     let spec = lshbench_core::kernel::spec(&cfg.kernel)?;
-    // One accuracy sweep per width, with the k values its byte budgets give.
+    let acc = accuracy_rows(ctx, cfg, spec)?;
+    let rec = recall_rows(ctx, cfg, spec)?;
+    write_csv(&ctx.file("recall.csv")?, &rec)?;
+
+    let mut checks = Checks::new("bbit");
+    accuracy::check(&acc, &mut checks)?;
+    check_recall(&rec, spec.family, &mut checks);
+
+    let axes = Axes::of(&acc);
+    let mut sections = rmse_sections(cfg, &acc, &axes);
+    sections.extend(recall_section(cfg, &rec));
+    let mut figs = Figures::new();
+    rmse_figure(ctx, cfg, &acc, &axes, &mut figs)?;
+    candidates_figure(ctx, cfg, &rec, &mut figs)?;
+    sections.push(figs.section());
+    write_summary(
+        ctx,
+        "b-bit slots against bytes per document",
+        &sections,
+        &checks,
+    )?;
+    Ok(checks)
+}
+
+/// The accuracy cells: one sweep per width, with the k values its byte budgets give; written to `accuracy.csv`.
+fn accuracy_rows(
+    ctx: &Ctx,
+    cfg: &BbitConfig,
+    spec: &'static KernelSpec,
+) -> Result<Vec<AccuracyRow>> {
     let sweeps: Vec<AccuracySweep> = cfg
         .bits
         .iter()
@@ -330,40 +359,54 @@ pub fn run(ctx: &Ctx, cfg: &BbitConfig) -> Result<Checks> {
         .collect();
     let acc = accuracy::run_cells(ctx, &cells)?;
     write_csv(&ctx.file("accuracy.csv")?, &acc)?;
-    let rec = recall_rows(ctx, cfg, spec)?;
-    write_csv(&ctx.file("recall.csv")?, &rec)?;
+    Ok(acc)
+}
 
-    let mut checks = Checks::new("bbit");
-    accuracy::check(&acc, &mut checks)?;
-    check_recall(&rec, spec.family, &mut checks);
+/// The storage sizes and Jaccard values the accuracy rows cover, in order.
+struct Axes {
+    /// Bytes per document.
+    bytes: Vec<f64>,
+    /// (target, measured) Jaccard similarity.
+    js: Vec<(f64, f64)>,
+}
 
+impl Axes {
+    fn of(acc: &[AccuracyRow]) -> Axes {
+        let mut bytes: Vec<f64> = acc
+            .iter()
+            .map(|r| (r.num_perm * row_bits(r) as usize) as f64 / 8.0)
+            .collect();
+        bytes.sort_by(f64::total_cmp);
+        bytes.dedup();
+        let mut js: Vec<(f64, f64)> = acc.iter().map(|r| (r.jaccard_target, r.jaccard)).collect();
+        js.sort_by(|a, b| a.0.total_cmp(&b.0));
+        js.dedup();
+        Axes { bytes, js }
+    }
+}
+
+/// The accuracy row of width `bits` at `bytes` per document and target J `jt`.
+fn find(acc: &[AccuracyRow], bits: u32, bytes: f64, jt: f64) -> Option<&AccuracyRow> {
+    acc.iter().find(|r| {
+        row_bits(r) == bits
+            && (r.num_perm * bits as usize) as f64 / 8.0 == bytes
+            && r.jaccard_target == jt
+    })
+}
+
+/// One table per J: the measured RMSE of each width at equal storage, with its prediction and the best width.
+fn rmse_sections(cfg: &BbitConfig, acc: &[AccuracyRow], axes: &Axes) -> Vec<(String, String)> {
     let mut sections = Vec::new();
-    let mut bytes: Vec<f64> = acc
-        .iter()
-        .map(|r| (r.num_perm * row_bits(r) as usize) as f64 / 8.0)
-        .collect();
-    bytes.sort_by(f64::total_cmp);
-    bytes.dedup();
-    let mut js: Vec<(f64, f64)> = acc.iter().map(|r| (r.jaccard_target, r.jaccard)).collect();
-    js.sort_by(|a, b| a.0.total_cmp(&b.0));
-    js.dedup();
     let mut header = vec!["bytes / doc".to_string()];
     header.extend(cfg.bits.iter().map(|b| format!("b = {b}")));
     header.push("best b".into());
-    let find = |bits: u32, bytes: f64, jt: f64| {
-        acc.iter().find(|r| {
-            row_bits(r) == bits
-                && (r.num_perm * bits as usize) as f64 / 8.0 == bytes
-                && r.jaccard_target == jt
-        })
-    };
-    for &(jt, j) in &js {
+    for &(jt, j) in &axes.js {
         let mut t = Table::new(&header);
-        for &by in &bytes {
+        for &by in &axes.bytes {
             let mut row = vec![f(by, 0)];
             let mut best: Option<(f64, u32)> = None;
             for &b in &cfg.bits {
-                match find(b, by, jt) {
+                match find(acc, b, by, jt) {
                     Some(r) => {
                         let rmse = r.mse.sqrt();
                         let pred = (r.predicted_rel_mse * j * (1.0 - j) / r.num_perm as f64).sqrt();
@@ -395,54 +438,68 @@ pub fn run(ctx: &Ctx, cfg: &BbitConfig) -> Result<Checks> {
             ),
         ));
     }
-    if !rec.is_empty() {
-        let mut t = Table::new(&[
-            "b",
-            "k",
-            "bytes / doc",
-            "tuned for",
-            "banding",
-            "J",
-            "rate",
-            "predicted (b bits)",
-            "full width",
-        ]);
-        for r in &rec {
-            t.row(vec![
-                r.bits.to_string(),
-                r.num_perm.to_string(),
-                f(r.bytes_per_doc, 0),
-                if r.banding == "full" {
-                    format!("t = {}", r.threshold)
-                } else {
-                    format!("P(t) = {:.3}", bbit_threshold(r.threshold, r.bits))
-                },
-                format!("{}x{}", r.bands, r.rows),
-                f(r.jaccard, 3),
-                f(r.rate, 4),
-                f(r.predicted, 4),
-                f(r.predicted_full, 4),
-            ]);
-        }
-        sections.push((
-            format!(
-                "LSH candidates with b-bit band keys (threshold {}, {} pairs per cell, union {})",
-                cfg.threshold, cfg.recall_trials, cfg.recall_union
-            ),
-            format!(
-                "{}\nThe banding is `lshbench tune`'s for k, tuned at the threshold t (as for full-width slots) \
-                 or `dedup --bits`'s, the same rule at P(t) = 2^-b + (1 - 2^-b) t and P(t/2) (b-bit aware: the \
-                 S-curve of P then crosses where full width's crosses at t). rate: the fraction of planted pairs that share a band (recall for J at or above the \
-                 threshold, the candidate rate below it); predicted: 1 - (1 - P^r)^bands with P = 2^-b + \
-                 (1 - 2^-b) J; full width: the same with P = J.\n",
-                t.to_markdown()
-            ),
-        ));
-    }
+    sections
+}
 
-    let mut figs = Figures::new();
+/// The candidate rates of b-bit band keys against the S-curve of P, or nothing without recall rows.
+fn recall_section(cfg: &BbitConfig, rec: &[RecallRow]) -> Option<(String, String)> {
+    if rec.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(&[
+        "b",
+        "k",
+        "bytes / doc",
+        "tuned for",
+        "banding",
+        "J",
+        "rate",
+        "predicted (b bits)",
+        "full width",
+    ]);
+    for r in rec {
+        t.row(vec![
+            r.bits.to_string(),
+            r.num_perm.to_string(),
+            f(r.bytes_per_doc, 0),
+            if r.banding == "full" {
+                format!("t = {}", r.threshold)
+            } else {
+                format!("P(t) = {:.3}", bbit_threshold(r.threshold, r.bits))
+            },
+            format!("{}x{}", r.bands, r.rows),
+            f(r.jaccard, 3),
+            f(r.rate, 4),
+            f(r.predicted, 4),
+            f(r.predicted_full, 4),
+        ]);
+    }
+    Some((
+        format!(
+            "LSH candidates with b-bit band keys (threshold {}, {} pairs per cell, union {})",
+            cfg.threshold, cfg.recall_trials, cfg.recall_union
+        ),
+        format!(
+            "{}\nThe banding is `lshbench tune`'s for k, tuned at the threshold t (as for full-width slots) \
+             or `dedup --bits`'s, the same rule at P(t) = 2^-b + (1 - 2^-b) t and P(t/2) (b-bit aware: the \
+             S-curve of P then crosses where full width's crosses at t). rate: the fraction of planted pairs that share a band (recall for J at or above the \
+             threshold, the candidate rate below it); predicted: 1 - (1 - P^r)^bands with P = 2^-b + \
+             (1 - 2^-b) J; full width: the same with P = J.\n",
+            t.to_markdown()
+        ),
+    ))
+}
+
+/// The RMSE against bytes per document, one panel per J (points measured, lines predicted).
+fn rmse_figure(
+    ctx: &Ctx,
+    cfg: &BbitConfig,
+    acc: &[AccuracyRow],
+    axes: &Axes,
+    figs: &mut Figures,
+) -> Result<()> {
     let mut panels = Vec::new();
-    for &(jt, j) in &js {
+    for &(jt, j) in &axes.js {
         let mut c = Chart::new(
             format!("J = {j:.3}"),
             "bytes per document (k b / 8)",
@@ -450,10 +507,11 @@ pub fn run(ctx: &Ctx, cfg: &BbitConfig) -> Result<Checks> {
         );
         c.x_log2 = true;
         for (i, &b) in cfg.bits.iter().enumerate() {
-            let mut pts: Vec<(f64, f64, f64)> = bytes
+            let mut pts: Vec<(f64, f64, f64)> = axes
+                .bytes
                 .iter()
                 .filter_map(|&by| {
-                    find(b, by, jt).map(|r| {
+                    find(acc, b, by, jt).map(|r| {
                         let pred = (r.predicted_rel_mse * j * (1.0 - j) / r.num_perm as f64).sqrt();
                         (by, r.mse.sqrt(), pred)
                     })
@@ -482,6 +540,16 @@ pub fn run(ctx: &Ctx, cfg: &BbitConfig) -> Result<Checks> {
         panels,
         2,
     )?;
+    Ok(())
+}
+
+/// The candidate rate of b-bit band keys against bytes per document, one panel per J.
+fn candidates_figure(
+    ctx: &Ctx,
+    cfg: &BbitConfig,
+    rec: &[RecallRow],
+    figs: &mut Figures,
+) -> Result<()> {
     let mut rjs: Vec<f64> = rec.iter().map(|r| r.jaccard).collect();
     rjs.sort_by(f64::total_cmp);
     rjs.dedup();
@@ -524,14 +592,7 @@ pub fn run(ctx: &Ctx, cfg: &BbitConfig) -> Result<Checks> {
         panels,
         2,
     )?;
-    sections.push(figs.section());
-    write_summary(
-        ctx,
-        "b-bit slots against bytes per document",
-        &sections,
-        &checks,
-    )?;
-    Ok(checks)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -79,6 +79,49 @@ struct Subject {
 
 /// Runs every subject through the configured sweeps and checks, and returns this experiment's own checks.
 pub fn run(ctx: &Ctx, cfg: &FaultsConfig) -> Result<Checks> {
+    let subjects = subjects(ctx, cfg)?;
+    let mut registry = accuracy::registry();
+    registry.extend(FAULTS.iter().map(|f| &f.spec));
+    let (acc_rows, sc_rows) = cells(ctx, cfg, &subjects)?;
+    let table = verdict_rows(cfg, &subjects, &registry, &acc_rows, &sc_rows)?;
+    write_csv(&ctx.file("faults.csv")?, &table)?;
+
+    let mut checks = Checks::new("faults");
+    let catches = catches_table(&subjects, &table, &mut checks);
+    let sections = vec![
+        (
+            "Which check catches which fault".to_string(),
+            format!(
+                "Rows: the correct kernels (which must pass every check) and the deliberate faults (each must \
+                 fail at least one). A cell is FAIL when any instance of that check failed for the subject; \
+                 `-`: the check does not apply (e.g. the same-output check for a kernel that claims no \
+                 reference).\n\n{catches}"
+            ),
+        ),
+        ("The faults".to_string(), fault_list(&subjects)),
+        (
+            "How".to_string(),
+            format!(
+                "Every subject runs the same accuracy cells ({} rows in all) and S-curve cells ({} rows) as \
+                 the correct kernels, on the same pairs and kernel seeds; then the accuracy and S-curve \
+                 self-checks run on each subject's rows alone. `faults.csv` holds every (subject, check) \
+                 verdict with its numbers; `accuracy.csv` and `scurve.csv` the measurements.\n",
+                acc_rows.len(),
+                sc_rows.len()
+            ),
+        ),
+    ];
+    write_summary(
+        ctx,
+        "Fault injection: can the self-checks fail?",
+        &sections,
+        &checks,
+    )?;
+    Ok(checks)
+}
+
+/// The subjects: every correct kernel a sweep names, then every configured fault, each once.
+fn subjects(ctx: &Ctx, cfg: &FaultsConfig) -> Result<Vec<Subject>> {
     let mut subjects: Vec<Subject> = Vec::new();
     let mut add = |spec: &'static KernelSpec, fault: bool, offset: usize| {
         if !subjects.iter().any(|s| s.spec.name == spec.name) {
@@ -103,13 +146,19 @@ pub fn run(ctx: &Ctx, cfg: &FaultsConfig) -> Result<Checks> {
             fault(name).ok_or_else(|| ExperimentError::config(&ctx.source, unknown_fault(name)))?;
         add(&f.spec, true, f.band_width_offset);
     }
-    let mut registry = accuracy::registry();
-    registry.extend(FAULTS.iter().map(|f| &f.spec));
+    Ok(subjects)
+}
 
-    // Correct kernels run the sweeps that name them; faults run every sweep.
+/// The cells: correct kernels run the sweeps that name them, faults run every sweep; written to
+/// `accuracy.csv` and `scurve.csv`.
+fn cells(
+    ctx: &Ctx,
+    cfg: &FaultsConfig,
+    subjects: &[Subject],
+) -> Result<(Vec<AccuracyRow>, Vec<ScurveRow>)> {
     let mut acc_cells = Vec::new();
     let mut sc_cells = Vec::new();
-    for s in &subjects {
+    for s in subjects {
         for sweep in &cfg.accuracy {
             if s.fault || sweep.kernels.iter().any(|k| k == s.spec.name) {
                 acc_cells.extend(accuracy::sweep_cells(sweep, s.spec));
@@ -126,8 +175,19 @@ pub fn run(ctx: &Ctx, cfg: &FaultsConfig) -> Result<Checks> {
     write_csv(&ctx.file("accuracy.csv")?, &acc_rows)?;
     write_csv(&ctx.file("scurve.csv")?, &sc_rows)?;
 
+    Ok((acc_rows, sc_rows))
+}
+
+/// Every (subject, check) verdict: the accuracy and S-curve self-checks run on each subject's rows alone.
+fn verdict_rows(
+    cfg: &FaultsConfig,
+    subjects: &[Subject],
+    registry: &[&KernelSpec],
+    acc_rows: &[AccuracyRow],
+    sc_rows: &[ScurveRow],
+) -> Result<Vec<FaultRow>> {
     let mut table: Vec<FaultRow> = Vec::new();
-    for s in &subjects {
+    for s in subjects {
         let name = s.spec.name;
         // A subject's rows, plus those of the kernel it claims to reproduce (for the same-output check).
         let mine = |kernel: &str| kernel == name || s.spec.same_output_as == Some(kernel);
@@ -143,19 +203,22 @@ pub fn run(ctx: &Ctx, cfg: &FaultsConfig) -> Result<Checks> {
             .collect();
         let mut a = Checks::new("accuracy");
         if !acc.is_empty() {
-            accuracy::check_in(&registry, &acc, &mut a)?;
+            accuracy::check_in(registry, &acc, &mut a)?;
         }
         let mut c = Checks::new("scurve");
         if !sc.is_empty() {
-            scurve::check_in(&registry, cfg.family_alpha, &sc, &[], &mut c)?;
+            scurve::check_in(registry, cfg.family_alpha, &sc, &[], &mut c)?;
         }
         table.extend(verdicts(name, s.fault, &[&a, &c]));
     }
-    write_csv(&ctx.file("faults.csv")?, &table)?;
+    Ok(table)
+}
 
-    let mut checks = Checks::new("faults");
+/// Which check catches which fault: each fault must fail at least one check and each correct kernel pass
+/// every one (this experiment's own checks), as a table with a column per check and its legend.
+fn catches_table(subjects: &[Subject], table: &[FaultRow], checks: &mut Checks) -> String {
     let mut columns: Vec<(String, String)> = Vec::new();
-    for r in &table {
+    for r in table {
         let col = (r.experiment.clone(), r.check.clone());
         if !columns.contains(&col) {
             columns.push(col);
@@ -170,7 +233,7 @@ pub fn run(ctx: &Ctx, cfg: &FaultsConfig) -> Result<Checks> {
     );
     header.push("verdict".into());
     let mut t = Table::new(&header);
-    for s in &subjects {
+    for s in subjects {
         let name = s.spec.name;
         let mine: Vec<&FaultRow> = table.iter().filter(|r| r.subject == name).collect();
         let failed: Vec<&FaultRow> = mine.iter().copied().filter(|r| !r.passed).collect();
@@ -230,43 +293,17 @@ pub fn run(ctx: &Ctx, cfg: &FaultsConfig) -> Result<Checks> {
         .enumerate()
         .map(|(i, (e, c))| format!("- C{}: {e}: {c}\n", i + 1))
         .collect();
-    let faults: String = subjects
+    format!("{}\n{legend}", t.to_markdown())
+}
+
+/// The faults among the subjects, one line each.
+fn fault_list(subjects: &[Subject]) -> String {
+    subjects
         .iter()
         .filter(|s| s.fault)
         .filter_map(|s| fault(s.spec.name))
         .map(|f| format!("- `{}`: {}\n", f.spec.name, f.about))
-        .collect();
-    let sections = vec![
-        (
-            "Which check catches which fault".to_string(),
-            format!(
-                "Rows: the correct kernels (which must pass every check) and the deliberate faults (each must \
-                 fail at least one). A cell is FAIL when any instance of that check failed for the subject; \
-                 `-`: the check does not apply (e.g. the same-output check for a kernel that claims no \
-                 reference).\n\n{}\n{legend}",
-                t.to_markdown()
-            ),
-        ),
-        ("The faults".to_string(), faults),
-        (
-            "How".to_string(),
-            format!(
-                "Every subject runs the same accuracy cells ({} rows in all) and S-curve cells ({} rows) as \
-                 the correct kernels, on the same pairs and kernel seeds; then the accuracy and S-curve \
-                 self-checks run on each subject's rows alone. `faults.csv` holds every (subject, check) \
-                 verdict with its numbers; `accuracy.csv` and `scurve.csv` the measurements.\n",
-                acc_rows.len(),
-                sc_rows.len()
-            ),
-        ),
-    ];
-    write_summary(
-        ctx,
-        "Fault injection: can the self-checks fail?",
-        &sections,
-        &checks,
-    )?;
-    Ok(checks)
+        .collect()
 }
 
 #[cfg(test)]

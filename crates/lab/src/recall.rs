@@ -19,7 +19,7 @@ use super::config::{RecallConfig, RecallStudy};
 use super::deps;
 use super::figures::Figures;
 use super::report::{Table, f, write_summary};
-use super::runner::{CellKey, Checks, Ctx, write_csv};
+use super::runner::{CellKey, Checks, Ctx, dash_joined, write_csv};
 use super::scurve::slot_agreement;
 use super::stats::{grouped_bernoulli_lower, z_one_sided};
 use crate::error::ExperimentError;
@@ -376,38 +376,9 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
     let mut rows = Vec::new();
     for &(i, kern, bits) in &cells {
         let s = &cfg.study[i];
-        let key = CellKey::new()
-            .with("study", &s.name)
-            .with("dataset", &s.dataset.name)
-            .with(
-                "docs",
-                s.dataset
-                    .limit
-                    .or(s.dataset.docs)
-                    .map_or("all".to_string(), |n| n.to_string()),
-            )
-            .with("shingle", &s.shingle)
-            .with("lower", s.lowercase)
-            .with("kernel", bits_name(kern, bits))
-            .with("k", s.num_perm)
-            .with(
-                "br",
-                s.bands_rows
-                    .iter()
-                    .map(|br| br.to_string())
-                    .collect::<Vec<_>>()
-                    .join("-"),
-            )
-            .with(
-                "t",
-                s.thresholds
-                    .iter()
-                    .map(|t| t.to_string())
-                    .collect::<Vec<_>>()
-                    .join("-"),
-            )
-            .with("seed", ctx.seed);
-        rows.extend(ctx.cell(&key, || run_cell(ctx, s, get(i)?, kern, bits))?);
+        rows.extend(ctx.cell(&cell_key(ctx, s, kern, bits), || {
+            run_cell(ctx, s, get(i)?, kern, bits)
+        })?);
     }
     write_csv(&ctx.file("recall.csv")?, &rows)?;
 
@@ -441,97 +412,132 @@ pub fn run(ctx: &Ctx, cfg: &RecallConfig) -> Result<Checks> {
     let mut sections = Vec::new();
     let mut figs = Figures::new();
     for s in &cfg.study {
-        let mut t = Table::new(&[
-            "kernel",
-            "b x r",
-            "t",
-            "true pairs",
-            "candidates",
-            "recall",
-            "S-curve recall",
-            "precision before",
-            "after exact",
-            "recall / precision after estimate",
-            "band s",
-            "verify s",
-        ]);
-        for r in rows.iter().filter(|r| r.study == s.name) {
-            t.row(vec![
-                r.kernel.clone(),
-                format!("{}x{}", r.bands, r.rows),
-                f(r.threshold, 2),
-                r.true_pairs.to_string(),
-                r.candidates.to_string(),
-                f(r.recall, 4),
-                f(r.predicted_recall, 4),
-                f(r.precision_before, 4),
-                f(r.precision_after_exact, 2),
-                format!(
-                    "{} / {}",
-                    f(r.recall_after_estimate, 3),
-                    f(r.precision_after_estimate, 3)
-                ),
-                f(r.band_seconds, 3),
-                f(r.verify_seconds, 3),
-            ]);
-        }
-        let first = rows.iter().find(|r| r.study == s.name);
-        sections.push((
-            format!(
-                "Study `{}`: {} ({} documents), {}, k = {}",
-                s.name,
-                s.dataset.name,
-                first.map_or(0, |r| r.docs),
-                first.map_or(s.shingle.clone(), |r| r.shingle.clone()),
-                s.num_perm
-            ),
-            format!(
-                "{}\nSigning time per kernel: {}.\n",
-                t.to_markdown(),
-                s.kernels
-                    .iter()
-                    .filter_map(|k| rows
-                        .iter()
-                        .find(|r| r.study == s.name && &r.kernel == k)
-                        .map(|r| format!("{k} {:.3} s", r.sign_seconds)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ));
-        // Figure: recall against candidates per (b, r), one panel per threshold, one series per kernel.
-        let mut ts = s.thresholds.clone();
-        ts.sort_by(f64::total_cmp);
-        let panels: Vec<Chart> = ts
-            .iter()
-            .map(|&t| {
-                let mut c = Chart::new(format!("t = {t}"), "candidates (log10)", "recall");
-                c.y_range = Some((0.0, 1.05));
-                for kern in &s.kernels {
-                    let mut pts: Vec<(f64, f64)> = rows
-                        .iter()
-                        .filter(|r| r.study == s.name && &r.kernel == kern && r.threshold == t)
-                        .map(|r| ((r.candidates.max(1) as f64).log10(), r.recall))
-                        .collect();
-                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    c.series.push(Series::new(
-                        kern.as_str(),
-                        pts,
-                        Style::LinePoints,
-                        kernel_color(kern),
-                    ));
-                }
-                c
-            })
-            .collect();
-        let title = format!("{}: recall against candidates, per (b, r)", s.name);
-        let stem = format!("recall_{}", s.name);
-        if let Some(link) = figs.grid(ctx, &stem, &title, panels, ts.len().min(3))? {
-            sections.push((format!("Figure ({})", s.name), link));
-        }
+        sections.push(study_section(s, &rows));
+        sections.extend(study_figure(ctx, s, &rows, &mut figs)?);
     }
     sections.extend(figs.not_drawn());
     write_summary(ctx, "Recall against exact ground truth", &sections, &checks)?;
     Ok(checks)
+}
+
+/// The cache key of one cell: the study's corpus, shingles, kernel and width, k, bandings, thresholds and seed.
+fn cell_key(ctx: &Ctx, s: &RecallStudy, kern: &str, bits: u32) -> CellKey {
+    CellKey::new()
+        .with("study", &s.name)
+        .with("dataset", &s.dataset.name)
+        .with(
+            "docs",
+            s.dataset
+                .limit
+                .or(s.dataset.docs)
+                .map_or("all".to_string(), |n| n.to_string()),
+        )
+        .with("shingle", &s.shingle)
+        .with("lower", s.lowercase)
+        .with("kernel", bits_name(kern, bits))
+        .with("k", s.num_perm)
+        .with("br", dash_joined(&s.bands_rows))
+        .with("t", dash_joined(&s.thresholds))
+        .with("seed", ctx.seed)
+}
+
+/// A study's table: per kernel and banding, recall and precision before and after verification, and timings.
+fn study_section(s: &RecallStudy, rows: &[RecallRow]) -> (String, String) {
+    let mut t = Table::new(&[
+        "kernel",
+        "b x r",
+        "t",
+        "true pairs",
+        "candidates",
+        "recall",
+        "S-curve recall",
+        "precision before",
+        "after exact",
+        "recall / precision after estimate",
+        "band s",
+        "verify s",
+    ]);
+    for r in rows.iter().filter(|r| r.study == s.name) {
+        t.row(vec![
+            r.kernel.clone(),
+            format!("{}x{}", r.bands, r.rows),
+            f(r.threshold, 2),
+            r.true_pairs.to_string(),
+            r.candidates.to_string(),
+            f(r.recall, 4),
+            f(r.predicted_recall, 4),
+            f(r.precision_before, 4),
+            f(r.precision_after_exact, 2),
+            format!(
+                "{} / {}",
+                f(r.recall_after_estimate, 3),
+                f(r.precision_after_estimate, 3)
+            ),
+            f(r.band_seconds, 3),
+            f(r.verify_seconds, 3),
+        ]);
+    }
+    let first = rows.iter().find(|r| r.study == s.name);
+    (
+        format!(
+            "Study `{}`: {} ({} documents), {}, k = {}",
+            s.name,
+            s.dataset.name,
+            first.map_or(0, |r| r.docs),
+            first.map_or(s.shingle.clone(), |r| r.shingle.clone()),
+            s.num_perm
+        ),
+        format!(
+            "{}\nSigning time per kernel: {}.\n",
+            t.to_markdown(),
+            s.kernels
+                .iter()
+                .filter_map(|k| rows
+                    .iter()
+                    .find(|r| r.study == s.name && &r.kernel == k)
+                    .map(|r| format!("{k} {:.3} s", r.sign_seconds)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    )
+}
+
+/// A study's figure: recall against candidates per (b, r), one panel per threshold, one series per kernel.
+fn study_figure(
+    ctx: &Ctx,
+    s: &RecallStudy,
+    rows: &[RecallRow],
+    figs: &mut Figures,
+) -> Result<Option<(String, String)>> {
+    let mut ts = s.thresholds.clone();
+    ts.sort_by(f64::total_cmp);
+    let panels: Vec<Chart> = ts
+        .iter()
+        .map(|&t| {
+            let mut c = Chart::new(format!("t = {t}"), "candidates (log10)", "recall");
+            c.y_range = Some((0.0, 1.05));
+            for kern in &s.kernels {
+                let mut pts: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|r| r.study == s.name && &r.kernel == kern && r.threshold == t)
+                    .map(|r| ((r.candidates.max(1) as f64).log10(), r.recall))
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                c.series.push(Series::new(
+                    kern.as_str(),
+                    pts,
+                    Style::LinePoints,
+                    kernel_color(kern),
+                ));
+            }
+            c
+        })
+        .collect();
+    let title = format!("{}: recall against candidates, per (b, r)", s.name);
+    let stem = format!("recall_{}", s.name);
+    Ok(figs
+        .grid(ctx, &stem, &title, panels, ts.len().min(3))?
+        .map(|link| (format!("Figure ({})", s.name), link)))
 }
 
 #[cfg(test)]

@@ -404,6 +404,15 @@ pub fn fail_on(checks: &[Check]) -> Result<()> {
     }
 }
 
+/// The values of a list parameter joined by `-`, as a cell key holds them (`[64, 128]` is `64-128`).
+pub fn dash_joined<T: ToString>(values: &[T]) -> String {
+    values
+        .iter()
+        .map(T::to_string)
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
 /// A seed for one cell, from the experiment seed and the cell's parameters (not its position), so results do
 /// not depend on the order or the thread that runs the cell.
 pub fn cell_seed(seed: u64, parts: &str) -> u64 {

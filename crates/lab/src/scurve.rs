@@ -629,6 +629,32 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
     let rows = run_cells(ctx, &cells)?;
     write_csv(&ctx.file("scurve.csv")?, &rows)?;
 
+    let bands = band_rows(ctx, cfg)?;
+    write_csv(&ctx.file("band_agreement.csv")?, &bands)?;
+
+    let mut checks = Checks::new("scurve");
+    check(cfg.family_alpha, &rows, &bands, &mut checks)?;
+
+    let mut sections = Vec::new();
+    let mut unions: Vec<usize> = rows.iter().map(|r| r.union).collect();
+    unions.sort_unstable();
+    unions.dedup();
+    let mut figs = Figures::new();
+    figures(ctx, &rows, &unions, &mut figs)?;
+    sections.push(deviation_section(&rows, &unions));
+    sections.extend(band_section(&bands));
+    sections.push(figs.section());
+    write_summary(
+        ctx,
+        "S-curves: empirical against theory",
+        &sections,
+        &checks,
+    )?;
+    Ok(checks)
+}
+
+/// The band-agreement cells: how often one band of r slots agrees, per kernel, union, J, r and k.
+fn band_rows(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Vec<BandRow>> {
     let mut band_cells = Vec::new();
     for s in &cfg.band_agreement {
         for kernel in &s.kernels {
@@ -643,7 +669,7 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
             }
         }
     }
-    let bands: Vec<BandRow> = band_cells
+    band_cells
         .par_iter()
         .map(|&(s, kernel, union, j, r, k)| {
             let key = CellKey::new()
@@ -658,20 +684,13 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
                 Ok(vec![run_band_cell(ctx, s, kernel, union, j, r, k)?])
             })
         })
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .flatten()
-        .collect();
-    write_csv(&ctx.file("band_agreement.csv")?, &bands)?;
+        .collect::<Result<Vec<_>>>()
+        .map(|cells| cells.into_iter().flatten().collect())
+}
 
-    let mut checks = Checks::new("scurve");
-    check(cfg.family_alpha, &rows, &bands, &mut checks)?;
-
-    let mut sections = Vec::new();
-    let mut unions: Vec<usize> = rows.iter().map(|r| r.union).collect();
-    unions.sort_unstable();
-    unions.dedup();
-    let mut figs = Figures::new();
+/// The figures: one grid per union of the full-width kernels, and per width and union of the b-bit ones
+/// (against the S-curve taken at P = C + (1 - C) J, with P on the x axis).
+fn figures(ctx: &Ctx, rows: &[ScurveRow], unions: &[usize], figs: &mut Figures) -> Result<()> {
     for &u in unions.iter().rev() {
         figs.grid(
             ctx,
@@ -679,11 +698,10 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
             &format!(
                 "Empirical S-curves, |A u B| = {u} (points: fraction of pairs that share a band, bars: 95% Wilson)"
             ),
-            width_panels(&rows, 32, u),
+            width_panels(rows, 32, u),
             3,
         )?;
     }
-    // b-bit slots: one figure per width, against the S-curve taken at P = C + (1 - C) J (x axis: P).
     let mut widths: Vec<u32> = rows.iter().map(|r| split_bits(&r.kernel).1).collect();
     widths.sort_unstable();
     widths.dedup();
@@ -703,12 +721,16 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
                     "Empirical S-curves of {b}-bit slots, |A u B| = {u}, against the slot agreement \
                      P = 2^-{b} + (1 - 2^-{b}) J on the x axis (bars: 95% Wilson)"
                 ),
-                width_panels(&rows, b, u),
+                width_panels(rows, b, u),
                 3,
             )?;
         }
     }
-    // Headline: the largest deviation from theory per kernel and union, in standard errors.
+    Ok(())
+}
+
+/// The headline table: the largest deviation from theory per kernel and union.
+fn deviation_section(rows: &[ScurveRow], unions: &[usize]) -> (String, String) {
     let mut t = Table::new(&[
         "kernel",
         "|A u B|",
@@ -718,7 +740,7 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
     ]);
     let kernels = kernels_in(rows.iter().map(|r| r.kernel.as_str()));
     for kern in &kernels {
-        for &u in &unions {
+        for &u in unions {
             let sub: Vec<&ScurveRow> = rows
                 .iter()
                 .filter(|r| r.kernel == *kern && r.union == u)
@@ -739,53 +761,50 @@ pub fn run(ctx: &Ctx, cfg: &ScurveConfig) -> Result<Checks> {
             ]);
         }
     }
-    sections.push(("Deviation from the S-curve".into(), t.to_markdown()));
-    if !bands.is_empty() {
-        let mut t = Table::new(&[
-            "kernel",
-            "f",
-            "J",
-            "r",
-            "k",
-            "band agreement",
-            "J^r",
-            "quoted (published figures)",
-        ]);
-        for r in &bands {
-            let quoted = if r.union == 20 && (r.jaccard - 0.5).abs() < 1e-9 && r.rows == 5 {
-                super::accuracy::registry()
-                    .iter()
-                    .find(|s| s.name == r.kernel)
-                    .and_then(|s| s.family.quoted_band_agreement())
-                    .map_or(QUOTED_J_R, |q| q)
-                    .to_string()
-            } else {
-                "-".to_string()
-            };
-            t.row(vec![
-                r.kernel.clone(),
-                r.union.to_string(),
-                f(r.jaccard, 2),
-                r.rows.to_string(),
-                r.num_perm.to_string(),
-                f(r.p_band, 4),
-                f(r.p_independent, 4),
-                quoted,
-            ]);
-        }
-        sections.push((
-            "Band agreement on small sets (densification bends the curve)".into(),
-            t.to_markdown(),
-        ));
+    ("Deviation from the S-curve".into(), t.to_markdown())
+}
+
+/// The band-agreement table (densification bends the curve on small sets), or nothing without band rows.
+fn band_section(bands: &[BandRow]) -> Option<(String, String)> {
+    if bands.is_empty() {
+        return None;
     }
-    sections.push(figs.section());
-    write_summary(
-        ctx,
-        "S-curves: empirical against theory",
-        &sections,
-        &checks,
-    )?;
-    Ok(checks)
+    let mut t = Table::new(&[
+        "kernel",
+        "f",
+        "J",
+        "r",
+        "k",
+        "band agreement",
+        "J^r",
+        "quoted (published figures)",
+    ]);
+    for r in bands {
+        let quoted = if r.union == 20 && (r.jaccard - 0.5).abs() < 1e-9 && r.rows == 5 {
+            super::accuracy::registry()
+                .iter()
+                .find(|s| s.name == r.kernel)
+                .and_then(|s| s.family.quoted_band_agreement())
+                .map_or(QUOTED_J_R, |q| q)
+                .to_string()
+        } else {
+            "-".to_string()
+        };
+        t.row(vec![
+            r.kernel.clone(),
+            r.union.to_string(),
+            f(r.jaccard, 2),
+            r.rows.to_string(),
+            r.num_perm.to_string(),
+            f(r.p_band, 4),
+            f(r.p_independent, 4),
+            quoted,
+        ]);
+    }
+    Some((
+        "Band agreement on small sets (densification bends the curve)".into(),
+        t.to_markdown(),
+    ))
 }
 
 #[cfg(test)]

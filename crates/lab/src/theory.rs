@@ -151,11 +151,21 @@ fn all_settings(num_perm: usize) -> impl Iterator<Item = Banding> {
 /// summarised.
 pub fn run(ctx: &Ctx, cfg: &TheoryConfig) -> Result<Checks, ExperimentError> {
     let mut checks = Checks::new("theory");
+    let mut sections = vec![
+        scurve_20x5(ctx, &mut checks)?,
+        thresholds_n100(ctx, &mut checks)?,
+        compare_42x3_35x3(ctx, cfg, &mut checks)?,
+        datasketch_vs_tune(ctx, cfg, &mut checks)?,
+    ];
+    sections.extend(scurves_figure(ctx)?);
+    write_summary(ctx, "Theory: the textbook tables", &sections, &checks)?;
+    Ok(checks)
+}
+
+/// The S-curve for b = 20, r = 5 against the published values (lecture notes in the seeds).
+fn scurve_20x5(ctx: &Ctx, checks: &mut Checks) -> Result<(String, String), ExperimentError> {
     let commit = ctx.meta.git_commit.clone();
     let cpu = ctx.meta.cpu_model.clone();
-    let mut sections = Vec::new();
-
-    // 1. The S-curve for b = 20, r = 5 (lecture notes in the seeds).
     let published = [
         (0.2, ".006"),
         (0.3, ".047"),
@@ -197,9 +207,14 @@ pub fn run(ctx: &Ctx, cfg: &TheoryConfig) -> Result<Checks, ExperimentError> {
         );
     }
     write_csv(&ctx.file("scurve_20x5.csv")?, &rows)?;
-    sections.push(("S-curve for b = 20, r = 5".to_string(), t.to_markdown()));
+    Ok(("S-curve for b = 20, r = 5".to_string(), t.to_markdown()))
+}
 
-    // 2. Thresholds for n = 100.
+/// The thresholds of four bandings of n = 100 against the published rule of thumb, and each steepest point
+/// against a numerical maximum of the slope.
+fn thresholds_n100(ctx: &Ctx, checks: &mut Checks) -> Result<(String, String), ExperimentError> {
+    let commit = ctx.meta.git_commit.clone();
+    let cpu = ctx.meta.cpu_model.clone();
     let thresholds = [
         (br(50, 2), "0.1414"),
         (br(20, 5), "0.5493"),
@@ -264,9 +279,17 @@ pub fn run(ctx: &Ctx, cfg: &TheoryConfig) -> Result<Checks, ExperimentError> {
         );
     }
     write_csv(&ctx.file("thresholds_n100.csv")?, &rows)?;
-    sections.push(("Thresholds for n = 100".to_string(), t.to_markdown()));
+    Ok(("Thresholds for n = 100".to_string(), t.to_markdown()))
+}
 
-    // 3. 42x3 against 35x3 (seed 000), with the exhaustive search behind the claims.
+/// 42x3 against 35x3 (seed 000), with the exhaustive search over every b*r <= k behind the claims.
+fn compare_42x3_35x3(
+    ctx: &Ctx,
+    cfg: &TheoryConfig,
+    checks: &mut Checks,
+) -> Result<(String, String), ExperimentError> {
+    let commit = ctx.meta.git_commit.clone();
+    let cpu = ctx.meta.cpu_model.clone();
     let compare = [(br(42, 3), "0.5%", "99.6%"), (br(35, 3), "", ">= 99%")];
     let mut t = Table::new(&["b x r", "hashes", "P(0.05)", "P(0.5)", "published"]);
     let mut crows = Vec::new();
@@ -328,7 +351,7 @@ pub fn run(ctx: &Ctx, cfg: &TheoryConfig) -> Result<Checks, ExperimentError> {
         );
     }
     write_csv(&ctx.file("42x3_vs_35x3.csv")?, &crows)?;
-    sections.push((
+    Ok((
         format!("42x3 against 35x3 (k = {k})"),
         format!(
             "{}\nExhaustive search over every b*r <= {k}: {both} settings meet both P(0.05) <= 0.1% and \
@@ -336,9 +359,19 @@ pub fn run(ctx: &Ctx, cfg: &TheoryConfig) -> Result<Checks, ExperimentError> {
             t.to_markdown(),
             fewest.map(|x| x.to_string()).unwrap_or("-".into())
         ),
-    ));
+    ))
+}
 
-    // 4. datasketch's choice next to the FP/FN rule.
+/// datasketch's choice of (b, r) next to lshbench tune's, each threshold checked against an independent
+/// re-implementation.
+fn datasketch_vs_tune(
+    ctx: &Ctx,
+    cfg: &TheoryConfig,
+    checks: &mut Checks,
+) -> Result<(String, String), ExperimentError> {
+    let commit = ctx.meta.git_commit.clone();
+    let cpu = ctx.meta.cpu_model.clone();
+    let k = cfg.num_perm;
     let published_ds = [(0.5, br(25, 5)), (0.8, br(9, 13)), (0.9, br(5, 25))];
     let mut t = Table::new(&[
         "t",
@@ -423,12 +456,15 @@ pub fn run(ctx: &Ctx, cfg: &TheoryConfig) -> Result<Checks, ExperimentError> {
         }
     }
     write_csv(&ctx.file("datasketch_vs_tune.csv")?, &trows)?;
-    sections.push((
+    Ok((
         format!("datasketch's choice next to lshbench tune's (k = {k})"),
         t.to_markdown(),
-    ));
+    ))
+}
 
-    // A figure of the S-curves discussed above.
+/// A figure of the S-curves discussed above, as summary sections (a note where charts are not drawn).
+fn scurves_figure(ctx: &Ctx) -> Result<Vec<(String, String)>, ExperimentError> {
+    let mut sections = Vec::new();
     let mut chart = Chart::new(
         "LSH S-curves P(s) = 1 - (1 - s^r)^b",
         "Jaccard similarity s",
@@ -468,8 +504,7 @@ pub fn run(ctx: &Ctx, cfg: &TheoryConfig) -> Result<Checks, ExperimentError> {
     }
     sections.extend(figs.not_drawn());
 
-    write_summary(ctx, "Theory: the textbook tables", &sections, &checks)?;
-    Ok(checks)
+    Ok(sections)
 }
 
 #[cfg(test)]

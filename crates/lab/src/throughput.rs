@@ -5,11 +5,11 @@
 
 use super::accuracy::bits_name;
 use super::chart::{Chart, Series, Style, kernel_color};
-use super::config::ThroughputConfig;
+use super::config::{DatasetSpec, ThroughputConfig};
 use super::deps;
 use super::figures::Figures;
 use super::report::{Table, f, write_summary};
-use super::runner::{CellKey, Checks, Ctx, write_csv};
+use super::runner::{CellKey, Checks, Ctx, dash_joined, write_csv};
 use crate::error::ExperimentError;
 use lshbench_core::kernel::bbit::{self, BBit};
 use rayon::prelude::*;
@@ -266,48 +266,7 @@ pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
     for ds in &cfg.datasets {
         let mut texts: Option<deps::Texts> = None;
         for shingle in &cfg.shingles {
-            let key = CellKey::new()
-                .with("dataset", &ds.name)
-                .with(
-                    "docs",
-                    ds.limit
-                        .or(ds.docs)
-                        .map_or("all".to_string(), |n| n.to_string()),
-                )
-                .with("shingle", shingle)
-                .with("kernels", cfg.kernels.join("-"))
-                .with(
-                    "k",
-                    cfg.num_perm
-                        .iter()
-                        .map(|k| k.to_string())
-                        .collect::<Vec<_>>()
-                        .join("-"),
-                )
-                .with(
-                    "threads",
-                    cfg.threads
-                        .iter()
-                        .map(|k| k.to_string())
-                        .collect::<Vec<_>>()
-                        .join("-"),
-                )
-                .with("repeats", cfg.repeats)
-                .with("seed", ctx.seed);
-            // Full-width runs keep their old cell names.
-            let key = if cfg.bits == [32] {
-                key
-            } else {
-                key.with(
-                    "bits",
-                    cfg.bits
-                        .iter()
-                        .map(|b| b.to_string())
-                        .collect::<Vec<_>>()
-                        .join("-"),
-                )
-            };
-            let got = ctx.cell(&key, || {
+            let got = ctx.cell(&cell_key(ctx, cfg, ds, shingle), || {
                 if texts.is_none() {
                     texts = Some(deps::load_texts(ds, ctx.seed, ctx.dispatch)?);
                 }
@@ -319,8 +278,44 @@ pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
     write_csv(&ctx.file("throughput.csv")?, &rows)?;
 
     let mut checks = Checks::new("throughput");
+    check_threads(&rows, &mut checks);
+
+    let mut sections = vec![table_section(&rows)];
+    let mut figs = Figures::new();
+    sections.extend(figure(ctx, cfg, &rows, &mut figs)?);
+    sections.extend(figs.not_drawn());
+    write_summary(ctx, "Throughput", &sections, &checks)?;
+    Ok(checks)
+}
+
+/// The cache key of one cell: the dataset, shingle, kernels, k values, thread counts, repeats, seed and widths.
+fn cell_key(ctx: &Ctx, cfg: &ThroughputConfig, ds: &DatasetSpec, shingle: &str) -> CellKey {
+    let key = CellKey::new()
+        .with("dataset", &ds.name)
+        .with(
+            "docs",
+            ds.limit
+                .or(ds.docs)
+                .map_or("all".to_string(), |n| n.to_string()),
+        )
+        .with("shingle", shingle)
+        .with("kernels", cfg.kernels.join("-"))
+        .with("k", dash_joined(&cfg.num_perm))
+        .with("threads", dash_joined(&cfg.threads))
+        .with("repeats", cfg.repeats)
+        .with("seed", ctx.seed);
+    // Full-width runs keep their old cell names.
+    if cfg.bits == [32] {
+        key
+    } else {
+        key.with("bits", dash_joined(&cfg.bits))
+    }
+}
+
+/// The thread-count check: every row's signatures have the digest of the same cell at every other thread count.
+fn check_threads(rows: &[ThroughputRow], checks: &mut Checks) {
     let mut mismatched = Vec::new();
-    for r in &rows {
+    for r in rows {
         let other = rows.iter().find(|o| {
             o.dataset == r.dataset
                 && o.shingle == r.shingle
@@ -345,8 +340,10 @@ pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
             mismatched.join("; ")
         },
     );
+}
 
-    let mut sections = Vec::new();
+/// The throughput table (medians): fused, shingling and signing rates per row.
+fn table_section(rows: &[ThroughputRow]) -> (String, String) {
     let mut t = Table::new(&[
         "dataset",
         "shingle",
@@ -358,7 +355,7 @@ pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
         "shingling MB/s",
         "signing Mshingles/s",
     ]);
-    for r in &rows {
+    for r in rows {
         t.row(vec![
             format!(
                 "{} ({} docs, {:.1} MB)",
@@ -376,60 +373,65 @@ pub fn run(ctx: &Ctx, cfg: &ThroughputConfig) -> Result<Checks> {
             f(r.sign_shingles_per_s / 1e6, 1),
         ]);
     }
-    sections.push((
+    (
         "Throughput (medians)".into(),
         format!(
             "{}\nFused: text in, signatures out, per document. Shingling and signing are also timed apart \
              (signing from pre-split shingle ids).\n",
             t.to_markdown()
         ),
-    ));
-    // Figure: fused MB/s against k per kernel, on the first dataset and shingle, one thread.
-    let mut figs = Figures::new();
-    if let Some(first) = rows.first() {
-        let mut c = Chart::new(
-            format!(
-                "{} ({}), text in, signatures out",
-                first.dataset, first.shingle
-            ),
-            "k (slots)",
-            "MB/s of text",
-        );
-        c.x_log2 = true;
-        let mut threads: Vec<usize> = rows.iter().map(|r| r.threads).collect();
-        threads.sort_unstable();
-        threads.dedup();
-        for kern in &cfg.kernels {
-            for (ti, &th) in threads.iter().enumerate() {
-                let pts: Vec<(f64, f64)> = rows
-                    .iter()
-                    .filter(|r| {
-                        r.dataset == first.dataset
-                            && r.shingle == first.shingle
-                            && &r.kernel == kern
-                            && r.threads == th
-                    })
-                    .map(|r| (r.num_perm as f64, r.fused_mb_per_s))
-                    .collect();
-                c.series.push(Series::new(
-                    format!("{kern}, {th} thread{}", if th == 1 { "" } else { "s" }),
-                    pts,
-                    if ti == 0 {
-                        Style::LinePoints
-                    } else {
-                        Style::Points
-                    },
-                    kernel_color(kern),
-                ));
-            }
-        }
-        if let Some(link) = figs.chart(ctx, "throughput", &c)? {
-            sections.push(("Figure".into(), link));
+    )
+}
+
+/// The figure: fused MB/s against k per kernel and thread count, on the first dataset and shingle.
+fn figure(
+    ctx: &Ctx,
+    cfg: &ThroughputConfig,
+    rows: &[ThroughputRow],
+    figs: &mut Figures,
+) -> Result<Option<(String, String)>> {
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let mut c = Chart::new(
+        format!(
+            "{} ({}), text in, signatures out",
+            first.dataset, first.shingle
+        ),
+        "k (slots)",
+        "MB/s of text",
+    );
+    c.x_log2 = true;
+    let mut threads: Vec<usize> = rows.iter().map(|r| r.threads).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    for kern in &cfg.kernels {
+        for (ti, &th) in threads.iter().enumerate() {
+            let pts: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| {
+                    r.dataset == first.dataset
+                        && r.shingle == first.shingle
+                        && &r.kernel == kern
+                        && r.threads == th
+                })
+                .map(|r| (r.num_perm as f64, r.fused_mb_per_s))
+                .collect();
+            c.series.push(Series::new(
+                format!("{kern}, {th} thread{}", if th == 1 { "" } else { "s" }),
+                pts,
+                if ti == 0 {
+                    Style::LinePoints
+                } else {
+                    Style::Points
+                },
+                kernel_color(kern),
+            ));
         }
     }
-    sections.extend(figs.not_drawn());
-    write_summary(ctx, "Throughput", &sections, &checks)?;
-    Ok(checks)
+    Ok(figs
+        .chart(ctx, "throughput", &c)?
+        .map(|link| ("Figure".to_string(), link)))
 }
 
 #[cfg(test)]
