@@ -2,7 +2,10 @@
 
 use crate::cli::args::{KernelArgs, ReaderArgs, ShingleArgs};
 use crate::cli::term::Bar;
-use lshbench_core::dedup::{self, DedupOptions, DedupOutputs, DedupReport, Verify, survivor};
+use lshbench_core::dedup::{
+    self, DedupOptions, DedupOutcome, DedupOutputs, DedupReport, Verify, survivor,
+};
+use lshbench_core::lsh::choice::BandingChoice;
 use lshbench_core::lsh::cluster::GroupMode;
 use lshbench_core::lsh::index;
 use std::path::PathBuf;
@@ -228,7 +231,6 @@ pub fn summary(report: &DedupReport) -> String {
     let config = &o.config;
     let mut s = String::new();
     let c = &o.candidates;
-    let b = config.choice.banding;
     let t = config.choice.threshold;
     let _ = writeln!(s, "{}", read.report());
     let new_docs = o.ids.len() - o.loaded;
@@ -243,41 +245,7 @@ pub fn summary(report: &DedupReport) -> String {
         o.empty_documents,
         c.documents
     );
-    let choice = &config.choice;
-    let _ = writeln!(
-        s,
-        "banding: {} bands x {} rows ({}); P({t}) = {:.4}, P = 1/2 at s = {:.4}",
-        b.bands,
-        b.rows,
-        if choice.explicit {
-            "given".to_string()
-        } else {
-            format!("default rule for --threshold {t}: P(t) >= 0.99, then the smallest P(t/2)")
-        },
-        choice.probability(t),
-        choice.half_point()
-    );
-    if choice.bits < 32 {
-        let _ = writeln!(
-            s,
-            "{}-bit slots: a slot agrees with probability 2^-{} + (1 - 2^-{}) s, so the S-curve above is taken \
-             there; unrelated documents (s = 0) become candidates with probability {:.4}",
-            choice.bits,
-            choice.bits,
-            choice.bits,
-            choice.probability(0.0)
-        );
-    }
-    if choice.explicit && choice.probability(t) < 0.5 {
-        // An explicit --threshold that contradicts the banding is refused in `choose_banding`; the default
-        // threshold is not refused (the banding was the user's choice), but the contradiction is said plainly.
-        let _ = writeln!(
-            s,
-            "warning: this banding finds pairs at the verification threshold {t} (the default) with probability \
-             only {:.4}; pass --threshold to say which similarity you are after",
-            choice.probability(t)
-        );
-    }
+    banding_lines(&mut s, &config.choice);
     let _ = writeln!(
         s,
         "candidates: {} pairs; {} classes of identical banded signatures hold {} documents (largest {}); largest \
@@ -348,6 +316,60 @@ pub fn summary(report: &DedupReport) -> String {
             }
         );
     }
+    largest_groups(&mut s, o, t);
+    let stages: Vec<String> = o
+        .stage_seconds
+        .iter()
+        .map(|(n, x)| format!("{n} {x:.3} s"))
+        .collect();
+    let _ = writeln!(s, "time: {}; total {total:.3} s", stages.join(", "));
+    s
+}
+
+/// The banding lines of the summary: bands and rows and how they were chosen, the b-bit slots' S-curve, and a
+/// warning when the banding barely finds pairs at the verification threshold.
+fn banding_lines(s: &mut String, choice: &BandingChoice) {
+    use std::fmt::Write as _;
+    let (b, t) = (choice.banding, choice.threshold);
+    let _ = writeln!(
+        s,
+        "banding: {} bands x {} rows ({}); P({t}) = {:.4}, P = 1/2 at s = {:.4}",
+        b.bands,
+        b.rows,
+        if choice.explicit {
+            "given".to_string()
+        } else {
+            format!("default rule for --threshold {t}: P(t) >= 0.99, then the smallest P(t/2)")
+        },
+        choice.probability(t),
+        choice.half_point()
+    );
+    if choice.bits < 32 {
+        let _ = writeln!(
+            s,
+            "{}-bit slots: a slot agrees with probability 2^-{} + (1 - 2^-{}) s, so the S-curve above is taken \
+             there; unrelated documents (s = 0) become candidates with probability {:.4}",
+            choice.bits,
+            choice.bits,
+            choice.bits,
+            choice.probability(0.0)
+        );
+    }
+    if choice.explicit && choice.probability(t) < 0.5 {
+        // An explicit --threshold that contradicts the banding is refused in `choose_banding`; the default
+        // threshold is not refused (the banding was the user's choice), but the contradiction is said plainly.
+        let _ = writeln!(
+            s,
+            "warning: this banding finds pairs at the verification threshold {t} (the default) with probability \
+             only {:.4}; pass --threshold to say which similarity you are after",
+            choice.probability(t)
+        );
+    }
+}
+
+/// The five largest groups, with their member pairs' similarities.
+fn largest_groups(s: &mut String, o: &DedupOutcome, t: f64) {
+    use std::fmt::Write as _;
     let mut order: Vec<usize> = (0..o.groups.len()).collect();
     order.sort_by_key(|&g| (std::cmp::Reverse(o.groups[g].members.len()), g));
     if !order.is_empty() {
@@ -371,11 +393,4 @@ pub fn summary(report: &DedupReport) -> String {
             );
         }
     }
-    let stages: Vec<String> = o
-        .stage_seconds
-        .iter()
-        .map(|(n, x)| format!("{n} {x:.3} s"))
-        .collect();
-    let _ = writeln!(s, "time: {}; total {total:.3} s", stages.join(", "));
-    s
 }

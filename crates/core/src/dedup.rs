@@ -236,34 +236,13 @@ fn dedup_signed_in(
 
     // Verify. Shingle sets only for documents in some candidate pair (and read in this run).
     let t_verify = Instant::now();
-    let sig = |i: u32| &corpus.signatures[i as usize * k..(i as usize + 1) * k];
-    let mut sets: Vec<Option<sets::SplitSet>> = vec![None; n];
-    if config.verify == Verify::Exact {
-        let mut needed: Vec<u32> = cands.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
-        needed.par_sort_unstable();
-        needed.dedup();
-        needed.retain(|&i| i as usize >= corpus.loaded);
-        let built: Vec<(u32, sets::SplitSet)> = needed
-            .par_iter()
-            .map(|&i| {
-                (
-                    i,
-                    sets::verification_split_set_in(
-                        shingler,
-                        &corpus.texts[i as usize - corpus.loaded],
-                        arena,
-                    ),
-                )
-            })
-            .collect();
-        for (i, s) in built {
-            sets[i as usize] = Some(s);
-        }
-        if !keep_texts {
-            corpus.texts = Vec::new();
-        }
-    }
+    let sets = if config.verify == Verify::Exact {
+        candidate_sets(corpus, shingler, &cands.pairs, keep_texts, arena)
+    } else {
+        vec![None; n]
+    };
     stages.push(("shingle sets", t_verify.elapsed().as_secs_f64()));
+    let sig = |i: u32| &corpus.signatures[i as usize * k..(i as usize + 1) * k];
     let t_verify = Instant::now();
     let verified: Vec<CheckedPair> = cands
         .pairs
@@ -349,4 +328,41 @@ fn dedup_signed_in(
         config: *config,
         stage_seconds: stages,
     })
+}
+
+/// The verification sets of the documents read in this run that are in some candidate pair (`None` for the
+/// others); the texts are dropped afterwards unless `keep_texts`.
+fn candidate_sets(
+    corpus: &mut Corpus,
+    shingler: &Shingler,
+    pairs: &[(u32, u32)],
+    keep_texts: bool,
+    arena: &sets::SetArena,
+) -> Vec<Option<sets::SplitSet>> {
+    let mut sets: Vec<Option<sets::SplitSet>> = vec![None; corpus.ids.len()];
+
+    let mut needed: Vec<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+    needed.par_sort_unstable();
+    needed.dedup();
+    needed.retain(|&i| i as usize >= corpus.loaded);
+    let built: Vec<(u32, sets::SplitSet)> = needed
+        .par_iter()
+        .map(|&i| {
+            (
+                i,
+                sets::verification_split_set_in(
+                    shingler,
+                    &corpus.texts[i as usize - corpus.loaded],
+                    arena,
+                ),
+            )
+        })
+        .collect();
+    for (i, s) in built {
+        sets[i as usize] = Some(s);
+    }
+    if !keep_texts {
+        corpus.texts = Vec::new();
+    }
+    sets
 }

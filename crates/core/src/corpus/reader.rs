@@ -514,7 +514,7 @@ impl CorpusReader {
     }
 
     /// Reads the next record: `Ok(None)` at the end, `Ok(Some(Err(bad)))` for a malformed record.
-    fn next_record(&mut self) -> Result<Option<Result<Parsed, Bad>>, ReadError> {
+    fn next_record(&mut self) -> NextRecord {
         let options = &self.options;
         let capture = self.capture;
         match &mut self.inner {
@@ -580,59 +580,15 @@ impl CorpusReader {
                 id_col,
                 rank_col,
                 ..
-            } => {
-                let Some(line) = rows.next_row().map_err(|cause| ReadError::Io {
-                    file: self.path.clone(),
-                    cause,
-                })?
-                else {
-                    return Ok(None);
-                };
-                if rows.too_long || rows.fields_len() as u64 > options.max_record_bytes {
-                    return Err(too_long(&self.path, line, options.max_record_bytes));
-                }
-                if rows.unterminated {
-                    return Ok(Some(Err(Bad::new(line, "", unterminated_reason()))));
-                }
-                if rows.len() != *width {
-                    return Ok(Some(Err(Bad::new(
-                        line,
-                        "",
-                        format!(
-                            "expected {} fields (as in the header), found {}",
-                            width,
-                            rows.len()
-                        ),
-                    ))));
-                }
-                let strict = options.strict_utf8;
-                let field = |(idx, name): &(usize, String)| {
-                    decode(rows.field(*idx), strict).map_err(|reason| Bad::new(line, name, reason))
-                };
-                let (text, mut replaced) = match field(text_col) {
-                    Ok(t) => t,
-                    Err(bad) => return Ok(Some(Err(bad))),
-                };
-                let id = match id_col.as_ref().map(field) {
-                    Some(Ok((id, r))) => {
-                        replaced |= r;
-                        Some(id.into_owned())
-                    }
-                    Some(Err(bad)) => return Ok(Some(Err(bad))),
-                    None => None,
-                };
-                let rank = match rank_col.as_ref().map(field) {
-                    Some(Ok((value, _))) => FieldValue::from_field(&value),
-                    Some(Err(bad)) => return Ok(Some(Err(bad))),
-                    None => FieldValue::Missing,
-                };
-                Ok(Some(Ok(Parsed {
-                    id,
-                    text: text.into_owned(),
-                    replaced,
-                    rank,
-                })))
-            }
+            } => next_row(
+                &self.path,
+                options,
+                rows,
+                *width,
+                text_col,
+                id_col.as_ref(),
+                rank_col.as_ref(),
+            ),
             #[cfg(feature = "parquet")]
             Inner::Parquet(rows) => {
                 rows.next_record(options.strict_utf8)
@@ -646,57 +602,133 @@ impl CorpusReader {
                 files,
                 buf,
                 current,
-            } => {
-                let Some(rel) = files.next() else {
-                    return Ok(None);
-                };
-                if capture {
-                    current.clone_from(&rel);
-                }
-                let full = root.join(&rel);
-                buf.clear();
-                let limit = options.max_record_bytes;
-                open_source(&full, false)?
-                    .0
-                    .take(limit.saturating_add(1))
-                    .read_to_end(buf)
-                    .map_err(|cause| ReadError::Io {
-                        file: full.clone(),
-                        cause,
-                    })?;
-                if buf.len() as u64 > limit {
-                    return Err(too_long(&full, 1, limit));
-                }
-                // Ids use '/' whatever the platform, so they are the same everywhere.
-                let id = rel
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join("/");
-                Ok(Some(match decode(buf, options.strict_utf8) {
-                    Ok((text, replaced)) => Ok(Parsed {
-                        id: Some(id),
-                        text: text.into_owned(),
-                        replaced,
-                        rank: FieldValue::Missing,
-                    }),
-                    Err(reason) => {
-                        // Point at the line holding the first invalid byte.
-                        let valid = std::str::from_utf8(buf)
-                            .err()
-                            .map_or(0, |e| e.valid_up_to());
-                        let line = 1 + memchr::memchr_iter(b'\n', &buf[..valid]).count() as u64;
-                        Err(Bad {
-                            file: Some(full),
-                            line,
-                            field: String::new(),
-                            reason,
-                        })
-                    }
-                }))
-            }
+            } => next_file(options, capture, root, files, buf, current),
         }
     }
+}
+
+/// What reading one record gives: `Ok(None)` at the end, `Ok(Some(Err(bad)))` for a malformed record.
+type NextRecord = Result<Option<Result<Parsed, Bad>>, ReadError>;
+
+/// The next row of a CSV/TSV corpus as a record: its text, id and rank fields decoded.
+fn next_row(
+    path: &Path,
+    options: &ReaderOptions,
+    rows: &mut RowReader,
+    width: usize,
+    text_col: &(usize, String),
+    id_col: Option<&(usize, String)>,
+    rank_col: Option<&(usize, String)>,
+) -> NextRecord {
+    let Some(line) = rows.next_row().map_err(|cause| ReadError::Io {
+        file: path.to_path_buf(),
+        cause,
+    })?
+    else {
+        return Ok(None);
+    };
+    if rows.too_long || rows.fields_len() as u64 > options.max_record_bytes {
+        return Err(too_long(path, line, options.max_record_bytes));
+    }
+    if rows.unterminated {
+        return Ok(Some(Err(Bad::new(line, "", unterminated_reason()))));
+    }
+    if rows.len() != width {
+        return Ok(Some(Err(Bad::new(
+            line,
+            "",
+            format!(
+                "expected {} fields (as in the header), found {}",
+                width,
+                rows.len()
+            ),
+        ))));
+    }
+    let strict = options.strict_utf8;
+    let field = |(idx, name): &(usize, String)| {
+        decode(rows.field(*idx), strict).map_err(|reason| Bad::new(line, name, reason))
+    };
+    let (text, mut replaced) = match field(text_col) {
+        Ok(t) => t,
+        Err(bad) => return Ok(Some(Err(bad))),
+    };
+    let id = match id_col.map(field) {
+        Some(Ok((id, r))) => {
+            replaced |= r;
+            Some(id.into_owned())
+        }
+        Some(Err(bad)) => return Ok(Some(Err(bad))),
+        None => None,
+    };
+    let rank = match rank_col.map(field) {
+        Some(Ok((value, _))) => FieldValue::from_field(&value),
+        Some(Err(bad)) => return Ok(Some(Err(bad))),
+        None => FieldValue::Missing,
+    };
+    Ok(Some(Ok(Parsed {
+        id,
+        text: text.into_owned(),
+        replaced,
+        rank,
+    })))
+}
+
+/// The next file of a directory corpus as a record, its id the path below the root.
+fn next_file(
+    options: &ReaderOptions,
+    capture: bool,
+    root: &Path,
+    files: &mut std::vec::IntoIter<PathBuf>,
+    buf: &mut Vec<u8>,
+    current: &mut PathBuf,
+) -> NextRecord {
+    let Some(rel) = files.next() else {
+        return Ok(None);
+    };
+    if capture {
+        current.clone_from(&rel);
+    }
+    let full = root.join(&rel);
+    buf.clear();
+    let limit = options.max_record_bytes;
+    open_source(&full, false)?
+        .0
+        .take(limit.saturating_add(1))
+        .read_to_end(buf)
+        .map_err(|cause| ReadError::Io {
+            file: full.clone(),
+            cause,
+        })?;
+    if buf.len() as u64 > limit {
+        return Err(too_long(&full, 1, limit));
+    }
+    // Ids use '/' whatever the platform, so they are the same everywhere.
+    let id = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/");
+    Ok(Some(match decode(buf, options.strict_utf8) {
+        Ok((text, replaced)) => Ok(Parsed {
+            id: Some(id),
+            text: text.into_owned(),
+            replaced,
+            rank: FieldValue::Missing,
+        }),
+        Err(reason) => {
+            // Point at the line holding the first invalid byte.
+            let valid = std::str::from_utf8(buf)
+                .err()
+                .map_or(0, |e| e.valid_up_to());
+            let line = 1 + memchr::memchr_iter(b'\n', &buf[..valid]).count() as u64;
+            Err(Bad {
+                file: Some(full),
+                line,
+                field: String::new(),
+                reason,
+            })
+        }
+    }))
 }
 
 impl Iterator for CorpusReader {

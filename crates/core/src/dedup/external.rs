@@ -346,42 +346,7 @@ pub(super) fn run(
     needed.par_sort_unstable();
     needed.dedup();
     needed.shrink_to_fit();
-    let (nn, nc) = (n as u64, cands.len() as u64);
-    let checked = std::mem::size_of::<CheckedPair>() as u64;
-    // Ids, candidates, the verified pairs (at most one per candidate: the workers' lists, then the one they
-    // are gathered into, which may have doubled), the needed list and the record index (4 bytes, and 12 or 8
-    // in vectors that may have doubled), the grouping's per-document arrays (degree, weight, union-find,
-    // slots, group of: 28 bytes each), the groups' members and their similarities to the centre (16) and edges.
-    let verify_need = plan.base
-        + first.ids_bytes()
-        + nn
-        + nc * (8 + 3 * checked + 16 + 8)
-        + needed.len() as u64 * (4 + 2 * 12)
-        + nn * (28 + 16);
-    // Beside that, the second pass holds two batches of texts and one of records (about 8 bytes per byte of
-    // text, and a signature each) and its spill file's 1-MB buffer; verifying and grouping hold a few
-    // documents read back per worker, and the group cache; writing, the output files' buffers.
-    let longest = first.longest;
-    let second_work = 10 * (SECOND_PASS_BATCH_BYTES + longest)
-        + 2 * crate::pipeline::BATCH_DOCS as u64 * (plan.k as u64 * 4 + 128)
-        + (1 << 20);
-    let verify_work = threads * (4 * plan.record_bytes(longest) + GROUP_CACHE_BYTES);
-    // Writing the outputs: a buffer per file.
-    let write_work = 3 * (1 << 20);
-    let work = second_work.max(verify_work).max(write_work);
-    plan.check(verify_need + work, "verifying and grouping", || {
-        format!(
-            "{n} documents, {nc} candidate pairs over {} documents: ids, candidates, verified pairs, grouping \
-             tables, and {} to reread, verify and group texts of up to {longest} bytes",
-            needed.len(),
-            format_size(work)
-        )
-    })?;
-    // What is left under the limit holds records in memory; the rest go to a spill file.
-    let record_budget = match limit.run_records {
-        Some(_) => 0,
-        None => limit.bytes.saturating_sub(verify_need + work),
-    };
+    let record_budget = reread_budget(&plan, &first, cands.len() as u64, needed.len())?;
     let records = second_pass(
         reader,
         &first.ids,
@@ -439,6 +404,54 @@ pub(super) fn run(
         outcome,
         read,
         seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The memory left for the reread records once verifying and grouping are provided for (0 when the limit
+/// asks for a run file): refuses the run when even that does not fit the limit.
+fn reread_budget(
+    plan: &Plan,
+    first: &FirstPass,
+    candidates: u64,
+    needed: usize,
+) -> Result<u64, DedupError> {
+    let n = first.ids.len();
+    let (nn, nc) = (n as u64, candidates);
+    let threads = plan.threads;
+    let checked = std::mem::size_of::<CheckedPair>() as u64;
+    // Ids, candidates, the verified pairs (at most one per candidate: the workers' lists, then the one they
+    // are gathered into, which may have doubled), the needed list and the record index (4 bytes, and 12 or 8
+    // in vectors that may have doubled), the grouping's per-document arrays (degree, weight, union-find,
+    // slots, group of: 28 bytes each), the groups' members and their similarities to the centre (16) and edges.
+    let verify_need = plan.base
+        + first.ids_bytes()
+        + nn
+        + nc * (8 + 3 * checked + 16 + 8)
+        + needed as u64 * (4 + 2 * 12)
+        + nn * (28 + 16);
+    // Beside that, the second pass holds two batches of texts and one of records (about 8 bytes per byte of
+    // text, and a signature each) and its spill file's 1-MB buffer; verifying and grouping hold a few
+    // documents read back per worker, and the group cache; writing, the output files' buffers.
+    let longest = first.longest;
+    let second_work = 10 * (SECOND_PASS_BATCH_BYTES + longest)
+        + 2 * crate::pipeline::BATCH_DOCS as u64 * (plan.k as u64 * 4 + 128)
+        + (1 << 20);
+    let verify_work = threads * (4 * plan.record_bytes(longest) + GROUP_CACHE_BYTES);
+    // Writing the outputs: a buffer per file.
+    let write_work = 3 * (1 << 20);
+    let work = second_work.max(verify_work).max(write_work);
+    plan.check(verify_need + work, "verifying and grouping", || {
+        format!(
+            "{n} documents, {nc} candidate pairs over {} documents: ids, candidates, verified pairs, grouping \
+             tables, and {} to reread, verify and group texts of up to {longest} bytes",
+            needed,
+            format_size(work)
+        )
+    })?;
+    // What is left under the limit holds records in memory; the rest go to a spill file.
+    Ok(match plan.limit.run_records {
+        Some(_) => 0,
+        None => plan.limit.bytes.saturating_sub(verify_need + work),
     })
 }
 
