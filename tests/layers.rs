@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("hash", 0),
     ("machine", 0),
     ("output", 0),
+    ("defaults", 0),
     ("arch", 1),
     ("exec", 1),
     ("window", 2),

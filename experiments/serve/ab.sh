@@ -5,7 +5,8 @@
 # itself is compiled again) and this checkout's, then checks the same DOCS documents of `lshbench gen` (about
 # 1.5 KB, seed 7; word 3-grams at 0.5, exact verification, as bench.sh) into a new index with each, one document
 # per request from CLIENTS wrk connections, alternating BASE and HEAD ROUNDS times so that a change of the
-# machine's speed during the run touches both. Prints documents per second and p50/p99 latency for every run,
+# machine's speed during the run touches both (AB_BASE_BIN and AB_HEAD_BIN name binaries already built, and
+# skip both builds; BASE and AB_HEAD_REV then only label the report). Prints documents per second and p50/p99 latency for every run,
 # and the ratio of the medians; writes them to results/serve/ab.md with the machine. Needs wrk (Debian) and a
 # quiet machine (BENCHMARKING.md).
 set -euo pipefail
@@ -21,12 +22,17 @@ rm -rf "$work"
 mkdir -p "$work"
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 
-git worktree add --detach "$work/base" "$base" >/dev/null
-trap 'git worktree remove --force "$work/base" >/dev/null 2>&1 || true' EXIT
-(cd "$work/base" && CARGO_TARGET_DIR=$target cargo build --release --locked --bin lshbench)
-cp "$target/release/lshbench" "$work/lshbench-base"
-cargo build --release --locked --bin lshbench
-cp "$target/release/lshbench" "$work/lshbench-head"
+if [ -n "${AB_BASE_BIN:-}" ] && [ -n "${AB_HEAD_BIN:-}" ]; then
+    cp "$AB_BASE_BIN" "$work/lshbench-base"
+    cp "$AB_HEAD_BIN" "$work/lshbench-head"
+else
+    git worktree add --detach "$work/base" "$base" >/dev/null
+    trap 'git worktree remove --force "$work/base" >/dev/null 2>&1 || true' EXIT
+    (cd "$work/base" && CARGO_TARGET_DIR=$target cargo build --release --locked --bin lshbench)
+    cp "$target/release/lshbench" "$work/lshbench-base"
+    cargo build --release --locked --bin lshbench
+    cp "$target/release/lshbench" "$work/lshbench-head"
+fi
 bin=$work/lshbench-head
 
 $bin gen --docs "$docs" --mean-len 1500 --seed 7 --output "$work/corpus.jsonl"
@@ -69,7 +75,11 @@ print(f\"{$docs / w['seconds']:.0f} {w['p50_ms']:.2f} {w['p99_ms']:.2f}\")"
     echo "# lshbench serve: throughput at two commits"
     echo
     echo "command: bash experiments/serve/ab.sh $base $docs $clients $rounds"
-    echo "base: $(git rev-parse --short "$base"); head: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src Cargo.toml || echo ' (with uncommitted changes)')"
+    if [ -n "${AB_HEAD_BIN:-}" ]; then
+        echo "base: $(git rev-parse --short "$base") (the binary $AB_BASE_BIN); head: ${AB_HEAD_REV:-?} (the binary $AB_HEAD_BIN)"
+    else
+        echo "base: $(git rev-parse --short "$base"); head: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src crates Cargo.toml || echo ' (with uncommitted changes)')"
+    fi
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
     echo "cpu: $(lscpu | sed -n 's/^Vendor ID: *//p') $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) logical CPUs"
     echo "flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512bw' /proc/cpuinfo | sort -u | tr '\n' ' ')$(grep -q -w avx512f /proc/cpuinfo || echo '(no AVX-512)')"

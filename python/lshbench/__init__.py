@@ -18,11 +18,16 @@ from typing import Any, Iterator, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _lshbench
-from ._lshbench import __version__, isas, kernels
+from ._lshbench import DEFAULTS, __version__, isas, kernels
 from .client import Client, ServerError
+
+# The defaults every front end shares (the Rust table lshbench_core::defaults): the CLI's flags, the service's
+# parameters and these signatures all read them, so the same call gives the same bytes everywhere.
+_D = DEFAULTS
 
 __all__ = [
     "Client",
+    "DEFAULTS",
     "DedupResult",
     "LSHIndex",
     "ServerError",
@@ -73,10 +78,10 @@ def _threads(threads: Optional[int]) -> Optional[int]:
 def sketch(
     texts: Any,
     *,
-    kernel: str = "oph-opt",
-    num_perm: int = 128,
-    seed: int = 42,
-    shingle: str = "char:5",
+    kernel: str = _D["kernel"],
+    num_perm: int = _D["num_perm"],
+    seed: int = _D["seed"],
+    shingle: str = _D["shingle"],
     lowercase: bool = False,
     collapse_whitespace: bool = False,
     strip_punctuation: bool = False,
@@ -135,7 +140,7 @@ def _pairs(pairs: Any) -> np.ndarray:
     return np.ascontiguousarray(p, dtype=np.int64)
 
 
-def band_keys(signatures: Any, bands: int, rows: int, *, seed: int = 42) -> np.ndarray:
+def band_keys(signatures: Any, bands: int, rows: int, *, seed: int = _D["seed"]) -> np.ndarray:
     """The LSH band keys of each signature: a numpy ``uint64`` array of shape ``(n, bands)``.
 
     Band ``i`` of a signature is its slots ``i*rows .. (i+1)*rows``, hashed with the seeded xxh3 that
@@ -147,7 +152,7 @@ def band_keys(signatures: Any, bands: int, rows: int, *, seed: int = 42) -> np.n
     )
 
 
-def estimate(sig_a: Any, sig_b: Any, *, kernel: str = "oph-opt", seed: int = 42) -> float:
+def estimate(sig_a: Any, sig_b: Any, *, kernel: str = _D["kernel"], seed: int = _D["seed"]) -> float:
     """The Jaccard estimate of two signatures made by ``kernel`` (the fraction of equal slots)."""
     a = np.ascontiguousarray(sig_a, dtype=np.uint32)
     b = np.ascontiguousarray(sig_b, dtype=np.uint32)
@@ -157,7 +162,7 @@ def estimate(sig_a: Any, sig_b: Any, *, kernel: str = "oph-opt", seed: int = 42)
 
 
 def estimate_pairs(
-    signatures: Any, pairs: Any, *, kernel: str = "oph-opt", seed: int = 42, threads: Optional[int] = None
+    signatures: Any, pairs: Any, *, kernel: str = _D["kernel"], seed: int = _D["seed"], threads: Optional[int] = None
 ) -> np.ndarray:
     """Jaccard estimates of the rows ``pairs[:, 0]`` and ``pairs[:, 1]`` of ``signatures``: float64 ``(m,)``."""
     return _lshbench.estimate_pairs(
@@ -169,11 +174,11 @@ def jaccard(
     text_a: str,
     text_b: str,
     *,
-    shingle: str = "char:5",
+    shingle: str = _D["shingle"],
     lowercase: bool = False,
     collapse_whitespace: bool = False,
     strip_punctuation: bool = False,
-    seed: int = 42,
+    seed: int = _D["seed"],
 ) -> float:
     """Exact Jaccard similarity of the shingle sets of two texts (what ``lshbench exact`` computes)."""
     if not isinstance(text_a, str) or not isinstance(text_b, str):
@@ -188,11 +193,11 @@ def jaccard_pairs(
     texts: Any,
     pairs: Any,
     *,
-    shingle: str = "char:5",
+    shingle: str = _D["shingle"],
     lowercase: bool = False,
     collapse_whitespace: bool = False,
     strip_punctuation: bool = False,
-    seed: int = 42,
+    seed: int = _D["seed"],
     threads: Optional[int] = None,
 ) -> np.ndarray:
     """Exact Jaccard of the texts at ``pairs[:, 0]`` and ``pairs[:, 1]``: float64 ``(m,)``."""
@@ -336,21 +341,21 @@ def dedup(
     threshold: Optional[float] = None,
     bands: Optional[int] = None,
     rows: Optional[int] = None,
-    verify: str = "exact",
+    verify: str = _D["verify"],
     groups: Optional[str] = None,
     keep: Optional[str] = None,
     keep_values: Any = None,
-    short: str = "exact",
-    kernel: str = "oph-opt",
-    num_perm: int = 128,
-    seed: int = 42,
-    shingle: str = "char:5",
+    short: str = _D["short"],
+    kernel: str = _D["kernel"],
+    num_perm: int = _D["num_perm"],
+    seed: int = _D["seed"],
+    shingle: str = _D["shingle"],
     lowercase: bool = False,
     collapse_whitespace: bool = False,
     strip_punctuation: bool = False,
-    bucket_cap: int = 5000,
-    max_candidates: int = 20_000_000,
-    pair_budget: int = 2000,
+    bucket_cap: int = _D["bucket_cap"],
+    max_candidates: int = _D["max_candidates"],
+    pair_budget: int = _D["pair_budget"],
     isa: Optional[str] = None,
     threads: Optional[int] = None,
 ) -> DedupResult:
@@ -453,9 +458,9 @@ class LSHIndex:
         rows: int,
         *,
         num_perm: Optional[int] = None,
-        kernel: str = "oph-opt",
-        seed: int = 42,
-        shingle: str = "char:5",
+        kernel: str = _D["kernel"],
+        seed: int = _D["seed"],
+        shingle: str = _D["shingle"],
         lowercase: bool = False,
         collapse_whitespace: bool = False,
         strip_punctuation: bool = False,

@@ -8,6 +8,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 __version__: str
+# The defaults every front end shares (the Rust table lshbench_core::defaults), by parameter name.
+DEFAULTS: dict[str, Union[str, int]]
 
 # A pyarrow StringArray / LargeStringArray / StringViewArray / ChunkedArray (or any object exporting
 # __arrow_c_array__ / __arrow_c_stream__), a sequence of str, or a numpy array of str.

@@ -51,6 +51,9 @@ import pyarrow as pa
 
 import lshbench
 
+# The defaults every front end shares (the Rust table lshbench_core::defaults), as the CLI's flags have them.
+_D = lshbench._lshbench.DEFAULTS
+
 __all__ = ["DedupResult", "dedup", "main"]
 
 # Signature slots of an empty document (no shingle): lshbench.sketch fills its row with this value.
@@ -661,22 +664,22 @@ def dedup(
     bands: int,
     rows: int,
     threshold: float = 0.5,
-    verify: str = "exact",
-    kernel: str = "oph-opt",
-    num_perm: int = 128,
-    seed: int = 42,
-    shingle: str = "char:5",
+    verify: str = _D["verify"],
+    kernel: str = _D["kernel"],
+    num_perm: int = _D["num_perm"],
+    seed: int = _D["seed"],
+    shingle: str = _D["shingle"],
     lowercase: bool = False,
     collapse_whitespace: bool = False,
     strip_punctuation: bool = False,
-    bucket_cap: int = 5000,
-    max_candidates: int = 20_000_000,
+    bucket_cap: int = _D["bucket_cap"],
+    max_candidates: int = _D["max_candidates"],
     max_local_edges: int = 10_000_000,
     threads_per_task: int = 1,
     checkpoint_dir: Optional[str] = None,
     groups: Optional[str] = None,
     keep: Optional[str] = None,
-    short: str = "exact",
+    short: str = _D["short"],
 ) -> DedupResult:
     """Near-duplicates of the texts of ``df``, as ``lshbench dedup`` finds them, and the survivors.
 
@@ -1107,8 +1110,8 @@ def _session(master: Optional[str], shuffle_partitions: Optional[int]) -> Any:
     return builder.getOrCreate()
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m lshbench.spark dedup ...``: see the module docstring and ``--help``."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m lshbench.spark``."""
     parser = argparse.ArgumentParser(prog="python -m lshbench.spark", description="lshbench on Apache Spark")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("dedup", help="near-duplicate pairs and groups of a Parquet corpus, as lshbench dedup")
@@ -1122,22 +1125,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "--groups", choices=["components", "center"],
         help="default: center with --kept or --removed, else components (as lshbench dedup)",
     )
-    p.add_argument("--keep", default="center", help="survivor policy: center, first, last, longest, shortest, "
+    p.add_argument("--keep", default=_D["keep"], help="survivor policy: center, first, last, longest, shortest, "
                    "column:NAME:max|min")
-    p.add_argument("--short", choices=["exact", "keep", "drop"], default="exact")
+    p.add_argument("--short", choices=["exact", "keep", "drop"], default=_D["short"])
     p.add_argument("--bands", type=int, required=True)
     p.add_argument("--rows", type=int, required=True)
     p.add_argument("--threshold", type=float, default=0.5)
-    p.add_argument("--verify", choices=["exact", "estimate", "none"], default="exact")
-    p.add_argument("--kernel", default="oph-opt")
-    p.add_argument("--num-perm", type=int, default=128)
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--shingle", default="char:5")
+    p.add_argument("--verify", choices=["exact", "estimate", "none"], default=_D["verify"])
+    p.add_argument("--kernel", default=_D["kernel"])
+    p.add_argument("--num-perm", type=int, default=_D["num_perm"])
+    p.add_argument("--seed", type=int, default=_D["seed"])
+    p.add_argument("--shingle", default=_D["shingle"])
     p.add_argument("--lowercase", action="store_true")
     p.add_argument("--collapse-whitespace", action="store_true")
     p.add_argument("--strip-punctuation", action="store_true")
-    p.add_argument("--bucket-cap", type=int, default=5000)
-    p.add_argument("--max-candidates", type=int, default=20_000_000)
+    p.add_argument("--bucket-cap", type=int, default=_D["bucket_cap"])
+    p.add_argument("--max-candidates", type=int, default=_D["max_candidates"])
     p.add_argument(
         "--max-local-edges", type=int, default=10_000_000,
         help="group the verified pairs in one task up to this many (else large-star/small-star rounds)",
@@ -1146,7 +1149,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--checkpoint-dir", help="default: a temporary directory (use shared storage on a cluster)")
     p.add_argument("--master", help="Spark master, e.g. local[2]; default: spark-submit's, else local[*]")
     p.add_argument("--shuffle-partitions", type=int, help="spark.sql.shuffle.partitions")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m lshbench.spark dedup ...``: see the module docstring and ``--help``."""
+    args = _parser().parse_args(argv)
 
     if not os.path.exists(args.input) and "://" not in args.input:
         print(f"error: --input {args.input}: no such file or directory", file=sys.stderr)

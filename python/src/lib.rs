@@ -1250,5 +1250,14 @@ fn _lshbench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<PyLshIndex>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The defaults every front end shares (lshbench_core::defaults): the Python signatures take theirs from here.
+    let defaults = pyo3::types::PyDict::new(m.py());
+    for (name, value) in lshbench_core::defaults::TABLE {
+        match value {
+            lshbench_core::defaults::Value::Text(t) => defaults.set_item(name, t)?,
+            lshbench_core::defaults::Value::Count(n) => defaults.set_item(name, n)?,
+        }
+    }
+    m.add("DEFAULTS", defaults)?;
     Ok(())
 }

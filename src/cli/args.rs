@@ -58,13 +58,13 @@ fn given<'a>(list: &[(&'a str, Option<&'a Path>)]) -> Vec<(&'a str, &'a Path)> {
 #[derive(clap::Args, Clone, Debug)]
 pub struct KernelArgs {
     /// The registry name of the kernel (the help text lists the registry).
-    #[arg(long, default_value = "simd", help = kernel_help())]
+    #[arg(long, default_value = lshbench_core::defaults::KERNEL, help = kernel_help())]
     pub kernel: String,
     /// k, the number of 32-bit slots per signature (1 to 16384).
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = lshbench_core::defaults::NUM_PERM)]
     pub num_perm: usize,
     /// Seed of the kernel's hash functions and of the shingle hash.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = lshbench_core::defaults::SEED)]
     pub seed: u64,
     /// The instruction set of reading, shingling and signing.
     #[command(flatten)]
@@ -138,7 +138,7 @@ impl KernelArgs {
 pub struct ShingleArgs {
     /// Shingle kind: char:K (Unicode scalar values), byte:K, word:N (whitespace tokens) or stopword:N (a stop
     /// word and the N tokens after it).
-    #[arg(long, default_value = "char:5")]
+    #[arg(long, default_value = lshbench_core::defaults::SHINGLE)]
     pub shingle: ShingleKind,
     /// Lowercase the text before shingling.
     #[arg(long)]

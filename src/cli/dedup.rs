@@ -12,7 +12,6 @@ use std::path::PathBuf;
 
 /// `lshbench dedup`: near-duplicate pairs and groups of a corpus.
 #[derive(clap::Args, Debug, Clone)]
-#[command(mut_arg("kernel", |a| a.default_value("oph-opt")))]
 pub struct DedupArgs {
     /// The corpus and how to read it.
     #[command(flatten)]
@@ -38,7 +37,7 @@ pub struct DedupArgs {
     #[arg(long)]
     pub threshold: Option<f64>,
     /// How candidates are confirmed: exact shingle Jaccard, the signature estimate, or none.
-    #[arg(long, value_enum, default_value_t = Verify::Exact)]
+    #[arg(long, value_enum, default_value_t = Verify::default())]
     pub verify: Verify,
     /// Grouping: connected components, or `center` (every member has a verified pair with its group's centre)
     /// [default: components; center with --kept or --removed, so that every removed document has a verified
@@ -48,11 +47,11 @@ pub struct DedupArgs {
     /// Which member of a group survives: center (the member with most verified pairs), first or last (input
     /// order), longest or shortest (text bytes), or column:NAME:max / column:NAME:min (a JSONL field or a
     /// CSV/TSV/Parquet column of numbers or text; documents without a value lose). Ties go to the earliest.
-    #[arg(long, value_name = "POLICY", default_value = "center")]
+    #[arg(long, value_name = "POLICY", default_value = lshbench_core::defaults::KEEP)]
     pub keep: dedup::survivor::Keep,
     /// Documents shorter than one shingle (never candidates): keep them, drop them, or remove exact copies
     /// (same text after normalisation, whitespace collapsed) in favour of the one --keep prefers.
-    #[arg(long, value_enum, default_value_t = dedup::survivor::Short::Keep)]
+    #[arg(long, value_enum, default_value_t = dedup::survivor::Short::default())]
     pub short: dedup::survivor::Short,
     /// Write the verified pairs as CSV (id_a,id_b,estimate,jaccard,verified_by), or as Parquet with the same
     /// columns if the name ends in .parquet.

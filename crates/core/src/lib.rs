@@ -8,7 +8,7 @@
 //!
 //! | layer | modules | what |
 //! |---|---|---|
-//! | 0 | [`hash`], [`machine`], [`output`] | mixers and their constants; the machine a result came from; output files written whole (temporary name, then rename) |
+//! | 0 | [`hash`], [`machine`], [`output`], [`defaults`] | mixers and their constants; the machine a result came from; output files written whole (temporary name, then rename); the defaults every front end shares |
 //! | 1 | [`arch`], [`exec`] | instruction-set detection, dispatch and tokens; the thread pool and the progress hook |
 //! | 2 | [`window`], [`corpus`] | the window stream and the one definition of a window's id; readers and generators |
 //! | 3 | [`shingle`], [`kernel`] | text to windows; ids to signatures (the registry) |
@@ -24,6 +24,7 @@
 pub mod arch;
 pub mod corpus;
 pub mod dedup;
+pub mod defaults;
 pub mod exact;
 pub mod exec;
 pub mod hash;

@@ -91,7 +91,7 @@ pub struct ParamChoices {
 
 /// Defaults at creation: those of `lshbench dedup`, so that an index and a `dedup` run with the same flags
 /// find the same pairs.
-pub const DEFAULT_KERNEL: &str = "oph-opt";
+pub const DEFAULT_KERNEL: &str = lshbench_core::defaults::KERNEL;
 /// The default bucket cap: `dedup`'s.
 pub const DEFAULT_BUCKET_CAP: usize = lshbench_core::lsh::index::DEFAULT_BUCKET_CAP;
 

@@ -78,7 +78,7 @@ pub struct ReaderOptions {
 }
 
 /// The default [`ReaderOptions::max_record_bytes`]: 1 GiB.
-pub const DEFAULT_MAX_RECORD_BYTES: u64 = 1 << 30;
+pub const DEFAULT_MAX_RECORD_BYTES: u64 = crate::defaults::MAX_RECORD_BYTES;
 
 impl Default for ReaderOptions {
     fn default() -> Self {

@@ -144,9 +144,9 @@ impl Default for DedupOptions {
 }
 
 /// The default of [`DedupOptions::max_candidates`].
-pub const DEFAULT_MAX_CANDIDATES: u64 = 20_000_000;
+pub const DEFAULT_MAX_CANDIDATES: u64 = crate::defaults::MAX_CANDIDATES;
 /// The default of [`DedupOptions::pair_budget`].
-pub const DEFAULT_PAIR_BUDGET: usize = 2000;
+pub const DEFAULT_PAIR_BUDGET: usize = crate::defaults::PAIR_BUDGET;
 
 /// The knobs of [`dedup_signed`](crate::dedup::dedup_signed).
 #[derive(Clone, Copy, Debug)]
@@ -165,4 +165,22 @@ pub struct DedupConfig {
     pub seed: u64,
     /// The most candidate pairs banding may emit (counted once per band).
     pub max_candidates: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::defaults;
+
+    #[test]
+    fn the_option_defaults_are_the_shared_table() {
+        let o = DedupOptions::default();
+        assert_eq!(Verify::default().name(), defaults::VERIFY);
+        assert_eq!(o.verify, Verify::default());
+        assert_eq!(o.keep.to_string(), defaults::KEEP);
+        assert_eq!(o.short.name(), defaults::SHORT);
+        assert_eq!(o.bucket_cap, defaults::BUCKET_CAP);
+        assert_eq!(o.max_candidates, defaults::MAX_CANDIDATES);
+        assert_eq!(o.pair_budget, defaults::PAIR_BUDGET);
+    }
 }

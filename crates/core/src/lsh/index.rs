@@ -92,7 +92,7 @@ fn hash_slots(slots: &[u32], seed: u64) -> u64 {
 
 /// Default cap on documents per bucket (and per exact-duplicate class) before its pairs are enumerated as a star.
 /// 5,000 documents would be 12.5 million pairs.
-pub const DEFAULT_BUCKET_CAP: usize = 5000;
+pub const DEFAULT_BUCKET_CAP: usize = crate::defaults::BUCKET_CAP;
 
 /// A streaming index: b hash tables from band key to the documents in that bucket. Memory is O(b) keys and ids
 /// per document.
