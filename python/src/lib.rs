@@ -231,23 +231,9 @@ fn pool(threads: Option<usize>) -> PyResult<Arc<rayon::ThreadPool>> {
     Ok(pool)
 }
 
-thread_local! {
-    static IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 /// Signs every text on the current rayon pool, in input order: (n x k slots, empty flags).
 fn sign_all(texts: &[&str], shingler: &Shingler, kernel: &dyn Kernel) -> (Vec<u32>, Vec<bool>) {
-    let k = kernel.num_perm();
-    let mut sigs = vec![0u32; texts.len() * k];
-    let mut empty = vec![false; texts.len()];
-    sigs.par_chunks_mut(k)
-        .zip(empty.par_iter_mut())
-        .zip(texts.par_iter())
-        .with_min_len(8)
-        .for_each(|((out, is_empty), text)| {
-            IDS.with_borrow_mut(|ids| *is_empty = kernel.sign_text(shingler, text, ids, out));
-        });
-    (sigs, empty)
+    lshbench_core::pipeline::sign_texts(texts, shingler, kernel)
 }
 
 fn matrix<'py>(py: Python<'py>, data: Vec<u32>, k: usize) -> PyResult<Bound<'py, PyArray2<u32>>> {

@@ -35,6 +35,40 @@ thread_local! {
     static IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Signs one text into `out` (the kernel's `num_perm` slots) with this thread's buffer of window ids, which
+/// every signing call of the thread reuses; returns whether the text had no window (an empty signature). The one
+/// signing step of every front end: the batch pipeline, the out-of-core run's second pass, the online index
+/// and the Python binding.
+pub fn sign_text(
+    kernel: &dyn Kernel,
+    windows: &dyn WindowSource,
+    text: &str,
+    out: &mut [u32],
+) -> bool {
+    IDS.with_borrow_mut(|ids| kernel.sign_text(windows, text, ids, out))
+}
+
+/// Signs every text on the current rayon pool, in input order: n x k slots and the empty flags. The output
+/// does not depend on the thread count.
+pub fn sign_texts<T: AsRef<str> + Sync>(
+    texts: &[T],
+    shingler: &Shingler,
+    kernel: &dyn Kernel,
+) -> (Vec<u32>, Vec<bool>) {
+    let k = kernel.num_perm();
+    let mut signatures = vec![0u32; texts.len() * k];
+    let mut empty = vec![false; texts.len()];
+    signatures
+        .par_chunks_mut(k)
+        .zip(empty.par_iter_mut())
+        .zip(texts.par_iter())
+        .with_min_len(8)
+        .for_each(|((out, is_empty), text)| {
+            *is_empty = sign_text(kernel, shingler, text.as_ref(), out)
+        });
+    (signatures, empty)
+}
+
 /// Signs `docs` in parallel on the current rayon pool. The output does not depend on the thread count.
 pub fn sign_batch(docs: Vec<Document>, shingler: &Shingler, kernel: &dyn Kernel) -> SignedBatch {
     sign_read_batch(
@@ -88,9 +122,7 @@ fn sign_read_batch(batch: ReadBatch, shingler: &Shingler, kernel: &dyn Kernel) -
             } else {
                 shingler
             };
-            IDS.with_borrow_mut(|ids| {
-                *is_empty = kernel.sign_text(windows, &doc.text, ids, out);
-            })
+            *is_empty = sign_text(kernel, windows, &doc.text, out);
         });
     SignedBatch {
         docs,
@@ -260,6 +292,50 @@ mod tests {
         }
         std::fs::write(&path, lines).unwrap();
         (dir, path, texts)
+    }
+
+    /// `sign_texts` gives each text the signature the kernel gives it alone with a fresh buffer (the reused
+    /// thread-local buffer leaves nothing behind, a long text before a short one included), the same for one
+    /// thread and three, and flags the text with no window.
+    #[test]
+    fn sign_texts_signs_each_text_as_the_kernel_does_alone_at_any_thread_count() {
+        let shingler = Shingler::new(ShingleKind::Char(5), Normalization::default(), 7);
+        let long = "a longer text with many more windows than the next one ".repeat(40);
+        let texts = [
+            "",
+            "abc",
+            long.as_str(),
+            "short text here",
+            "abcd",
+            long.as_str(),
+            "the quick brown fox",
+        ];
+        for name in ["oph-opt", "simd", "fss"] {
+            let params = KernelParams {
+                num_perm: 32,
+                seed: 5,
+                isa: None,
+            };
+            let kernel = crate::kernel::build(name, &params).unwrap();
+            let one =
+                crate::exec::with_threads(Some(1), || sign_texts(&texts, &shingler, &*kernel))
+                    .unwrap();
+            let three =
+                crate::exec::with_threads(Some(3), || sign_texts(&texts, &shingler, &*kernel))
+                    .unwrap();
+            assert_eq!(one, three, "{name}: thread count changed the output");
+            let (sigs, empty) = one;
+            for (i, text) in texts.iter().enumerate() {
+                let mut want = vec![0u32; 32];
+                let want_empty = kernel.sign_text(&shingler, text, &mut Vec::new(), &mut want);
+                assert_eq!(&sigs[i * 32..(i + 1) * 32], &want[..], "{name}: text {i}");
+                assert_eq!(empty[i], want_empty, "{name}: text {i}");
+            }
+            assert!(
+                empty[0] && !empty[2],
+                "{name}: only a text with no window is empty"
+            );
+        }
     }
 
     /// `sketch_corpus` (texts flagged ASCII on the reading thread, signed through `KnownAscii`) gives every

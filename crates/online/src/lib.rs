@@ -40,6 +40,7 @@ mod store;
 use api::{DeleteResponse, DocIn, DocResult, DocumentResponse, Duplicate, InsertMode, QueryDoc};
 use log::{DocRecord, Record, RecoveryError};
 use lshbench_core::dedup::{self, Verify};
+use lshbench_core::pipeline;
 use lshbench_core::sets::{self, SplitSet};
 use params::{Built, IndexParams, ParamChoices, ParamsError};
 use rustc_hash::FxHashSet;
@@ -538,13 +539,9 @@ impl OnlineIndex {
 
     /// Signs `text` (and builds its verification set when `with_set` and verification is exact).
     fn prepare(&self, id: String, text: &str, with_set: bool) -> Prepared {
-        thread_local! {
-            static IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
         let b = &self.shared.built;
         let mut signature = vec![0u32; b.kernel.num_perm()];
-        let empty =
-            IDS.with_borrow_mut(|ids| b.kernel.sign_text(&b.shingler, text, ids, &mut signature));
+        let empty = pipeline::sign_text(b.kernel.as_ref(), &b.shingler, text, &mut signature);
         let set = (with_set && !empty && b.verify == Verify::Exact)
             .then(|| sets::verification_split_set(&b.shingler, text));
         let text = self
