@@ -37,7 +37,7 @@ cargo build --release --locked --bin lshbench
     echo "index parameters: ${params[*]}"
     echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src Cargo.toml || echo ' (with uncommitted changes)')"
     echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-    echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) logical CPUs"
+    echo "cpu: $(lscpu | sed -n 's/^Vendor ID: *//p') $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) logical CPUs; flags: $(grep -m1 -o -w -E 'avx2|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')"
     echo "flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512bw|avx512vbmi' /proc/cpuinfo | sort -u | tr '\n' ' ')$(grep -q -w avx512f /proc/cpuinfo || echo '(no AVX-512)')"
     echo "kernel: $(uname -r); memory: $(free -g | awk '/Mem:/ {print $2}') GiB"
     echo "disk of the index: $(df -hT "$work" | awk 'NR==2 {print $2, $3}')"

@@ -252,6 +252,24 @@ def run_rounds(args, rng, texts, state, lines, tmp, live):
     live.pop("reference").stop()
 
 
+def _cpu() -> str:
+    """The CPU as /proc/cpuinfo names it: model name, vendor, family and model, and whether it runs AVX-512."""
+    fields = {}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return "unknown CPU"
+    avx512 = "avx512f" in fields.get("flags", "").split()
+    return (
+        f"{fields.get('model name', '?')} ({fields.get('vendor_id', '?')} family {fields.get('cpu family', '?')} "
+        f"model {fields.get('model', '?')}, {'AVX-512' if avx512 else 'AVX2, no AVX-512'})"
+    )
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=str(ROOT / "target/release/lshbench"))
@@ -292,11 +310,7 @@ def main():
     )
     print(summary)
     if args.out:
-        cpu = ""
-        try:
-            cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-        except (OSError, StopIteration):
-            pass
+        cpu = _cpu()
         commit = subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
         ).stdout.strip()

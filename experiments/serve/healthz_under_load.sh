@@ -55,7 +55,7 @@ if [ "$checkers" -gt 0 ]; then
 fi
 kill "${pids[@]:1}" 2>/dev/null || true
 echo "binary: $bin ($("$bin" --version))"
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) logical CPUs"
+echo "machine: $(lscpu | sed -n 's/^Vendor ID: *//p') $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) logical CPUs; flags: $(grep -m1 -o -w -E 'avx2|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 awk '$1 != 200 {bad++} END {if (bad) print bad " probes not answered 200"}' "$work/probes"
 sort -k2 -g "$work/probes" | awk -v n="$probes" '{t[NR] = $2 * 1000} END {
     printf "GET /healthz under load, %d probes: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
