@@ -68,89 +68,129 @@ pub fn intersection_at_least_ids(
     intersection_at_least(a, b, need)
 }
 
-/// The AVX2 form of [`intersection_at_least_avx512`]: blocks of 4 ids, compared in 4 rotations.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn intersection_at_least_avx2(_: Avx2, a: &[u64], b: &[u64], need: usize) -> Option<usize> {
-    use crate::arch::x86::BITS4;
-    use std::arch::x86_64::*;
-    let (mut i, mut j, mut n) = (0usize, 0usize, 0usize);
-    while i + 4 <= a.len() && j + 4 <= b.len() {
-        if n + (a.len() - i).min(b.len() - j) < need {
-            return None;
-        }
-        // SAFETY: i + 4 <= a.len() and j + 4 <= b.len(): both loads read 4 ids inside their slice.
-        let (va, vb) = unsafe {
-            (
-                _mm256_loadu_si256(a.as_ptr().add(i).cast()),
-                _mm256_loadu_si256(b.as_ptr().add(j).cast()),
-            )
-        };
-        // Lane l of a against every lane of b: b rotated by 0..3 lanes.
-        let hit = _mm256_or_si256(
-            _mm256_or_si256(
-                _mm256_cmpeq_epi64(va, vb),
-                _mm256_cmpeq_epi64(va, _mm256_permute4x64_epi64::<0x39>(vb)),
-            ),
-            _mm256_or_si256(
-                _mm256_cmpeq_epi64(va, _mm256_permute4x64_epi64::<0x4e>(vb)),
-                _mm256_cmpeq_epi64(va, _mm256_permute4x64_epi64::<0x93>(vb)),
-            ),
-        );
-        // The sets hold distinct ids, so each hit lane of a matches exactly one lane of b.
-        n += BITS4[_mm256_movemask_pd(_mm256_castsi256_pd(hit)) as usize] as usize;
-        let (last_a, last_b) = (a[i + 3], b[j + 3]);
-        i += 4 * (last_a <= last_b) as usize;
-        j += 4 * (last_b <= last_a) as usize;
-    }
-    // The rest by the scalar merge, as in the AVX-512 form.
-    let rest = intersection_at_least(&a[i..], &b[j..], need.saturating_sub(n))?;
-    let total = n + rest;
-    (total >= need).then_some(total)
-}
-
 /// Exact Jaccard of two shingle-id sets through [`intersection_at_least_ids`] (equal to [`jaccard`]).
 pub fn jaccard_ids(a: &[u64], b: &[u64], dispatch: Dispatch) -> f64 {
     let inter = intersection_at_least_ids(a, b, 0, dispatch).expect("every count reaches 0");
     jaccard_from_counts(inter, a.len(), b.len())
 }
 
+/// One vector of whole ids as an instruction set holds it: the block the vector merges compare. Each method is a
+/// thin `#[inline(always)]` wrapper of a few instructions, called only inside a `#[target_feature]` function of
+/// its instruction set, which the generic loops below are inlined into.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn intersection_at_least_avx512(_: Avx512, a: &[u64], b: &[u64], need: usize) -> Option<usize> {
-    use std::arch::x86_64::*;
+trait IdLanes: Copy {
+    /// Ids per vector.
+    const LANES: usize;
+    /// # Safety
+    /// `p` is valid for reading `LANES` ids, and the CPU runs the instruction set.
+    unsafe fn load(p: *const u64) -> Self;
+    /// How many lanes of `a` equal some lane of `b` (`b` rotated through every lane), for vectors of distinct ids.
+    /// # Safety
+    /// The CPU runs the instruction set.
+    unsafe fn matches(a: Self, b: Self) -> usize;
+}
+
+#[cfg(target_arch = "x86_64")]
+impl IdLanes for std::arch::x86_64::__m512i {
+    const LANES: usize = 8;
+    #[inline(always)]
+    unsafe fn load(p: *const u64) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe { std::arch::x86_64::_mm512_loadu_si512(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn matches(a: Self, b: Self) -> usize {
+        use std::arch::x86_64::*;
+        // SAFETY (every intrinsic): the caller guarantees AVX-512 F.
+        unsafe {
+            let mut hit = _mm512_cmpeq_epi64_mask(a, b);
+            hit |= _mm512_cmpeq_epi64_mask(a, _mm512_alignr_epi64::<1>(b, b));
+            hit |= _mm512_cmpeq_epi64_mask(a, _mm512_alignr_epi64::<2>(b, b));
+            hit |= _mm512_cmpeq_epi64_mask(a, _mm512_alignr_epi64::<3>(b, b));
+            hit |= _mm512_cmpeq_epi64_mask(a, _mm512_alignr_epi64::<4>(b, b));
+            hit |= _mm512_cmpeq_epi64_mask(a, _mm512_alignr_epi64::<5>(b, b));
+            hit |= _mm512_cmpeq_epi64_mask(a, _mm512_alignr_epi64::<6>(b, b));
+            hit |= _mm512_cmpeq_epi64_mask(a, _mm512_alignr_epi64::<7>(b, b));
+            hit.count_ones() as usize
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl IdLanes for std::arch::x86_64::__m256i {
+    const LANES: usize = 4;
+    #[inline(always)]
+    unsafe fn load(p: *const u64) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe { std::arch::x86_64::_mm256_loadu_si256(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn matches(a: Self, b: Self) -> usize {
+        use crate::arch::x86::BITS4;
+        use std::arch::x86_64::*;
+        // SAFETY (every intrinsic): the caller guarantees AVX2.
+        unsafe {
+            let hit = _mm256_or_si256(
+                _mm256_or_si256(
+                    _mm256_cmpeq_epi64(a, b),
+                    _mm256_cmpeq_epi64(a, _mm256_permute4x64_epi64::<0x39>(b)),
+                ),
+                _mm256_or_si256(
+                    _mm256_cmpeq_epi64(a, _mm256_permute4x64_epi64::<0x4e>(b)),
+                    _mm256_cmpeq_epi64(a, _mm256_permute4x64_epi64::<0x93>(b)),
+                ),
+            );
+            BITS4[_mm256_movemask_pd(_mm256_castsi256_pd(hit)) as usize] as usize
+        }
+    }
+}
+
+/// [`intersection_at_least`] by blocks of `V::LANES` ids: a block of `a` against a block of `b` in every
+/// rotation; the block whose last id is smaller advances (both when equal). The sets hold distinct ids, so each
+/// lane of `a` matches at most one lane of `b`. The rest (fewer than a block left on one side) by the scalar
+/// merge: no common id among `a[i..] x b[j..]` was counted yet (a pair is counted only when both blocks are
+/// loaded, and those blocks are now behind).
+///
+/// # Safety
+/// The CPU runs `V`'s instruction set.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn intersection_at_least_lanes<V: IdLanes>(
+    a: &[u64],
+    b: &[u64],
+    need: usize,
+) -> Option<usize> {
     let (mut i, mut j, mut n) = (0usize, 0usize, 0usize);
-    while i + 8 <= a.len() && j + 8 <= b.len() {
+    while i + V::LANES <= a.len() && j + V::LANES <= b.len() {
         if n + (a.len() - i).min(b.len() - j) < need {
             return None;
         }
-        // SAFETY: i + 8 <= a.len() and j + 8 <= b.len(): both loads read 8 ids inside their slice.
-        let (va, vb) = unsafe {
-            (
-                _mm512_loadu_si512(a.as_ptr().add(i).cast()),
-                _mm512_loadu_si512(b.as_ptr().add(j).cast()),
-            )
-        };
-        // Lane l of a against every lane of b: b rotated by 0..7 lanes.
-        let mut hit = _mm512_cmpeq_epi64_mask(va, vb);
-        hit |= _mm512_cmpeq_epi64_mask(va, _mm512_alignr_epi64::<1>(vb, vb));
-        hit |= _mm512_cmpeq_epi64_mask(va, _mm512_alignr_epi64::<2>(vb, vb));
-        hit |= _mm512_cmpeq_epi64_mask(va, _mm512_alignr_epi64::<3>(vb, vb));
-        hit |= _mm512_cmpeq_epi64_mask(va, _mm512_alignr_epi64::<4>(vb, vb));
-        hit |= _mm512_cmpeq_epi64_mask(va, _mm512_alignr_epi64::<5>(vb, vb));
-        hit |= _mm512_cmpeq_epi64_mask(va, _mm512_alignr_epi64::<6>(vb, vb));
-        hit |= _mm512_cmpeq_epi64_mask(va, _mm512_alignr_epi64::<7>(vb, vb));
-        // The sets hold distinct ids, so each hit lane of a matches exactly one lane of b.
-        n += hit.count_ones() as usize;
-        let (last_a, last_b) = (a[i + 7], b[j + 7]);
-        i += 8 * (last_a <= last_b) as usize;
-        j += 8 * (last_b <= last_a) as usize;
+        // SAFETY: i + LANES <= a.len() and j + LANES <= b.len(): both loads read inside their slice; the
+        // caller guarantees the instruction set.
+        n += unsafe { V::matches(V::load(a.as_ptr().add(i)), V::load(b.as_ptr().add(j))) };
+        let (last_a, last_b) = (a[i + V::LANES - 1], b[j + V::LANES - 1]);
+        i += V::LANES * (last_a <= last_b) as usize;
+        j += V::LANES * (last_b <= last_a) as usize;
     }
-    // The rest (fewer than 8 ids left on one side) by the scalar merge: no common id was counted yet among
-    // a[i..] x b[j..] (a pair is counted only when both blocks are loaded, and those blocks are now behind).
     let rest = intersection_at_least(&a[i..], &b[j..], need.saturating_sub(n))?;
     let total = n + rest;
     (total >= need).then_some(total)
+}
+
+/// [`intersection_at_least_lanes`] on AVX-512: blocks of 8 ids.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn intersection_at_least_avx512(_: Avx512, a: &[u64], b: &[u64], need: usize) -> Option<usize> {
+    // SAFETY: the token proves AVX-512 F.
+    unsafe { intersection_at_least_lanes::<std::arch::x86_64::__m512i>(a, b, need) }
+}
+
+/// [`intersection_at_least_lanes`] on AVX2: blocks of 4 ids.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn intersection_at_least_avx2(_: Avx2, a: &[u64], b: &[u64], need: usize) -> Option<usize> {
+    // SAFETY: the token proves AVX2.
+    unsafe { intersection_at_least_lanes::<std::arch::x86_64::__m256i>(a, b, need) }
 }
 
 /// J from the intersection and the two set sizes. Every exact Jaccard in the crate goes through this one
@@ -791,96 +831,165 @@ fn split_rest<const EXACT: bool>(
     (total >= need).then_some(total)
 }
 
-/// [`split_merge_at_least`] on AVX-512: a block of 16 high halves of `a` against 8 of `b`, each of `b`'s
-/// broadcast from memory and compared with all 16 at once (`EXACT`: and the low halves of those that agree);
-/// the block whose last high half is smaller advances (both when equal), as in
-/// [`intersection_at_least_avx512`]. Each of `b`'s high halves occurs once in `b`, so a lane of `a` agrees
-/// with at most one and the count is the popcount of the lanes that agree.
+/// One vector of 32-bit id halves as an instruction set holds it, for the block merge of split sets: `LANES`
+/// halves of `a` against `LANES / 2` of `b`, each of `b`'s broadcast and compared with all of `a`'s at once.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,popcnt")]
-fn split_at_least_avx512<const EXACT: bool>(
-    _: Avx512,
+trait HalfLanes: Copy {
+    /// Halves per vector.
+    const LANES: usize;
+    /// The lanes that agree so far (a mask or a vector).
+    type Hits: Copy;
+    /// # Safety
+    /// `p` is valid for reading `LANES` halves, and the CPU runs the instruction set.
+    unsafe fn load(p: *const u32) -> Self;
+    /// No lane agrees.
+    /// # Safety
+    /// The CPU runs the instruction set.
+    unsafe fn none() -> Self::Hits;
+    /// `hits` and the lanes whose high half is `high` (`EXACT`: and whose low half is `low`).
+    /// # Safety
+    /// The CPU runs the instruction set.
+    unsafe fn add<const EXACT: bool>(
+        hits: Self::Hits,
+        vh: Self,
+        vl: Self,
+        high: u32,
+        low: u32,
+    ) -> Self::Hits;
+    /// How many lanes agree.
+    /// # Safety
+    /// The CPU runs the instruction set.
+    unsafe fn count(hits: Self::Hits) -> usize;
+}
+
+#[cfg(target_arch = "x86_64")]
+impl HalfLanes for std::arch::x86_64::__m512i {
+    const LANES: usize = 16;
+    type Hits = u16;
+    #[inline(always)]
+    unsafe fn load(p: *const u32) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe { std::arch::x86_64::_mm512_loadu_si512(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn none() -> u16 {
+        0
+    }
+    #[inline(always)]
+    unsafe fn add<const EXACT: bool>(hits: u16, vh: Self, vl: Self, high: u32, low: u32) -> u16 {
+        use std::arch::x86_64::*;
+        // SAFETY (every intrinsic): the caller guarantees AVX-512 F.
+        unsafe {
+            let same_high = _mm512_cmpeq_epi32_mask(vh, _mm512_set1_epi32(high as i32));
+            hits | if EXACT {
+                _mm512_mask_cmpeq_epi32_mask(same_high, vl, _mm512_set1_epi32(low as i32))
+            } else {
+                same_high
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn count(hits: u16) -> usize {
+        hits.count_ones() as usize
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl HalfLanes for std::arch::x86_64::__m256i {
+    const LANES: usize = 8;
+    type Hits = std::arch::x86_64::__m256i;
+    #[inline(always)]
+    unsafe fn load(p: *const u32) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe { std::arch::x86_64::_mm256_loadu_si256(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn none() -> Self {
+        // SAFETY: the caller guarantees AVX2.
+        unsafe { std::arch::x86_64::_mm256_setzero_si256() }
+    }
+    #[inline(always)]
+    unsafe fn add<const EXACT: bool>(hits: Self, vh: Self, vl: Self, high: u32, low: u32) -> Self {
+        use std::arch::x86_64::*;
+        // SAFETY (every intrinsic): the caller guarantees AVX2.
+        unsafe {
+            let mut same = _mm256_cmpeq_epi32(vh, _mm256_set1_epi32(high as i32));
+            if EXACT {
+                same =
+                    _mm256_and_si256(same, _mm256_cmpeq_epi32(vl, _mm256_set1_epi32(low as i32)));
+            }
+            _mm256_or_si256(hits, same)
+        }
+    }
+    #[inline(always)]
+    unsafe fn count(hits: Self) -> usize {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller guarantees AVX2.
+        unsafe { (_mm256_movemask_ps(_mm256_castsi256_ps(hits)) as u32).count_ones() as usize }
+    }
+}
+
+/// [`split_merge_at_least`] by blocks: `V::LANES` high halves of `a` against `V::LANES / 2` of `b`, each of
+/// `b`'s broadcast and compared with all of `a`'s at once (`EXACT`: and the low halves of those that agree); the
+/// block whose last high half is smaller advances (both when equal), as in [`intersection_at_least_lanes`].
+/// Each of `b`'s high halves occurs once in `b`, so a lane of `a` agrees with at most one and the count is the
+/// number of lanes that agree.
+///
+/// # Safety
+/// The CPU runs `V`'s instruction set.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn split_at_least_lanes<V: HalfLanes, const EXACT: bool>(
     (ah, al): Halves,
     (bh, bl): Halves,
     need: usize,
 ) -> Option<usize> {
-    use std::arch::x86_64::*;
+    let (a_block, b_block) = (V::LANES, V::LANES / 2);
     let (mut i, mut j, mut n) = (0usize, 0usize, 0usize);
-    while i + 16 <= ah.len() && j + 8 <= bh.len() {
+    while i + a_block <= ah.len() && j + b_block <= bh.len() {
         if n + (ah.len() - i).min(bh.len() - j) < need {
             return None;
         }
-        let (high, low): (&[u32; 8], &[u32; 8]) = (
-            bh[j..j + 8].try_into().expect("8 ids"),
-            bl[j..j + 8].try_into().expect("8 ids"),
-        );
-        // SAFETY: i + 16 <= ah.len() == al.len(): both loads read 16 halves inside their slice.
-        let (vh, vl) = unsafe {
-            (
-                _mm512_loadu_si512(ah.as_ptr().add(i).cast()),
-                _mm512_loadu_si512(al.as_ptr().add(i).cast()),
-            )
-        };
-        let mut hit: u16 = 0;
-        for k in 0..8 {
-            let same_high = _mm512_cmpeq_epi32_mask(vh, _mm512_set1_epi32(high[k] as i32));
-            hit |= if EXACT {
-                _mm512_mask_cmpeq_epi32_mask(same_high, vl, _mm512_set1_epi32(low[k] as i32))
-            } else {
-                same_high
-            };
+        let (high, low) = (&bh[j..j + b_block], &bl[j..j + b_block]);
+        // SAFETY: i + a_block <= ah.len() == al.len(): both loads read inside their slice; the caller
+        // guarantees the instruction set (for every call below too).
+        let (vh, vl) = unsafe { (V::load(ah.as_ptr().add(i)), V::load(al.as_ptr().add(i))) };
+        let mut hits = unsafe { V::none() };
+        for (&h, &l) in high.iter().zip(low) {
+            hits = unsafe { V::add::<EXACT>(hits, vh, vl, h, l) };
         }
-        n += hit.count_ones() as usize;
-        let (last_a, last_b) = (ah[i + 15], high[7]);
-        i += 16 * (last_a <= last_b) as usize;
-        j += 8 * (last_b <= last_a) as usize;
+        n += unsafe { V::count(hits) };
+        let (last_a, last_b) = (ah[i + a_block - 1], high[b_block - 1]);
+        i += a_block * (last_a <= last_b) as usize;
+        j += b_block * (last_b <= last_a) as usize;
     }
     split_rest::<EXACT>((ah, al), (bh, bl), (i, j, n), need)
 }
 
-/// The AVX2 form of [`split_at_least_avx512`]: 8 high halves of `a` against 4 of `b`.
+/// [`split_at_least_lanes`] on AVX-512: 16 high halves of `a` against 8 of `b`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,popcnt")]
+fn split_at_least_avx512<const EXACT: bool>(
+    _: Avx512,
+    a: Halves,
+    b: Halves,
+    need: usize,
+) -> Option<usize> {
+    // SAFETY: the token proves AVX-512 F.
+    unsafe { split_at_least_lanes::<std::arch::x86_64::__m512i, EXACT>(a, b, need) }
+}
+
+/// [`split_at_least_lanes`] on AVX2: 8 high halves of `a` against 4 of `b`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn split_at_least_avx2<const EXACT: bool>(
     _: Avx2,
-    (ah, al): Halves,
-    (bh, bl): Halves,
+    a: Halves,
+    b: Halves,
     need: usize,
 ) -> Option<usize> {
-    use std::arch::x86_64::*;
-    let (mut i, mut j, mut n) = (0usize, 0usize, 0usize);
-    while i + 8 <= ah.len() && j + 4 <= bh.len() {
-        if n + (ah.len() - i).min(bh.len() - j) < need {
-            return None;
-        }
-        let (high, low): (&[u32; 4], &[u32; 4]) = (
-            bh[j..j + 4].try_into().expect("4 ids"),
-            bl[j..j + 4].try_into().expect("4 ids"),
-        );
-        // SAFETY: i + 8 <= ah.len() == al.len(): both loads read 8 halves inside their slice.
-        let (vh, vl) = unsafe {
-            (
-                _mm256_loadu_si256(ah.as_ptr().add(i).cast()),
-                _mm256_loadu_si256(al.as_ptr().add(i).cast()),
-            )
-        };
-        let mut hit = _mm256_setzero_si256();
-        for k in 0..4 {
-            let mut same = _mm256_cmpeq_epi32(vh, _mm256_set1_epi32(high[k] as i32));
-            if EXACT {
-                same = _mm256_and_si256(
-                    same,
-                    _mm256_cmpeq_epi32(vl, _mm256_set1_epi32(low[k] as i32)),
-                );
-            }
-            hit = _mm256_or_si256(hit, same);
-        }
-        n += (_mm256_movemask_ps(_mm256_castsi256_ps(hit)) as u32).count_ones() as usize;
-        let (last_a, last_b) = (ah[i + 7], high[3]);
-        i += 8 * (last_a <= last_b) as usize;
-        j += 4 * (last_b <= last_a) as usize;
-    }
-    split_rest::<EXACT>((ah, al), (bh, bl), (i, j, n), need)
+    // SAFETY: the token proves AVX2.
+    unsafe { split_at_least_lanes::<std::arch::x86_64::__m256i, EXACT>(a, b, need) }
 }
 
 /// [`verification_set`] as a [`SplitSet`], built without the intermediate vector of whole ids.
