@@ -26,35 +26,9 @@ fn module_path(rel: &Path) -> Vec<String> {
     parts
 }
 
-/// Source text without comments (line comments and doc comments; block comments are not used in `src/`) and
-/// without the contents of string literals.
+/// Source text as the scans read it ([`common::code_line`], line by line).
 fn code(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        let mut in_str = false;
-        let mut prev = ' ';
-        let mut chars = line.chars().peekable();
-        while let Some(c) = chars.next() {
-            if in_str {
-                if c == '"' && prev != '\\' {
-                    in_str = false;
-                    out.push('"');
-                }
-                prev = if prev == '\\' && c == '\\' { ' ' } else { c };
-                continue;
-            }
-            if c == '/' && chars.peek() == Some(&'/') {
-                break;
-            }
-            if c == '"' && prev != '\'' {
-                in_str = true;
-            }
-            out.push(c);
-            prev = c;
-        }
-        out.push('\n');
-    }
-    out
+    text.lines().map(|l| common::code_line(l) + "\n").collect()
 }
 
 fn ident(s: &str) -> &str {
@@ -382,7 +356,7 @@ fn no_file_reaches_a_file_that_reaches_it() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = 0;
     let mut show: Vec<String> = Vec::new();
-    for dir in CRATE_SOURCES {
+    for dir in common::CRATE_SOURCES {
         let edges = graph(&root.join(dir));
         files += edges.len();
         show.extend(report(dir, &edges));
@@ -390,16 +364,6 @@ fn no_file_reaches_a_file_that_reaches_it() {
     assert!(files > 80, "the scan found too few files");
     assert!(show.is_empty(), "import circles:\n{}", show.join("\n"));
 }
-
-/// The source folders of the workspace's crates.
-const CRATE_SOURCES: &[&str] = &[
-    "src",
-    "crates/core/src",
-    "crates/online/src",
-    "crates/server/src",
-    "crates/lab/src",
-    "python/src",
-];
 
 /// Each circle of a crate's graph, with the edges that close it.
 fn report(dir: &str, edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<String> {

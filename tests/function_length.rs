@@ -9,46 +9,6 @@ use std::path::Path;
 /// The longest a function may be, in lines.
 const MAX_LINES: usize = 150;
 
-/// The source folders of the workspace's crates.
-const CRATE_SOURCES: &[&str] = &[
-    "src",
-    "crates/core/src",
-    "crates/online/src",
-    "crates/server/src",
-    "crates/lab/src",
-    "python/src",
-];
-
-/// A line's code: without its `//` comment, string literals emptied and character literals blanked, so that
-/// the braces left are the code's.
-fn code(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    let mut in_str = false;
-    while let Some(c) = chars.next() {
-        if in_str {
-            match c {
-                '\\' => {
-                    chars.next();
-                }
-                '"' => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '/' if chars.peek() == Some(&'/') => break,
-            '"' => in_str = true,
-            // '{' or '}' as a character literal.
-            '\'' if matches!(chars.peek(), Some('{') | Some('}')) => {
-                chars.next();
-            }
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
 /// Whether a line opens a function: `fn name` in code, after optional qualifiers.
 fn opens_function(code: &str) -> Option<String> {
     let words: Vec<&str> = code.split_whitespace().collect();
@@ -67,7 +27,7 @@ fn opens_function(code: &str) -> Option<String> {
 /// The functions of `text` longer than `max` lines: (first line, name, lines). Stops at the first
 /// `#[cfg(test)]` module, where the tests begin.
 fn long_functions(text: &str, max: usize) -> Vec<(usize, String, usize)> {
-    let lines: Vec<String> = text.lines().map(code).collect();
+    let lines: Vec<String> = text.lines().map(common::code_line).collect();
     let end = lines
         .windows(2)
         .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
@@ -102,7 +62,7 @@ fn no_function_runs_over_150_lines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut long = Vec::new();
     let mut files = 0;
-    for dir in CRATE_SOURCES {
+    for dir in common::CRATE_SOURCES {
         for file in common::files_with_extension(&root.join(dir), "rs") {
             let rel = file.strip_prefix(root).unwrap().display().to_string();
             // Files that are test modules as a whole.

@@ -22,6 +22,61 @@ use rand_xoshiro::rand_core::{Rng, SeedableRng};
 /// z for a two-sided false-alarm rate of 1e-6 per check: Phi^-1(1 - 5e-7).
 pub const Z_1E6: f64 = 4.891_638_5;
 
+/// The source folders of the workspace's crates, relative to the repository root (what the source scans read).
+pub const CRATE_SOURCES: &[&str] = &[
+    "src",
+    "crates/core/src",
+    "crates/online/src",
+    "crates/server/src",
+    "crates/lab/src",
+    "python/src",
+];
+
+/// A line of Rust as the source scans read it: without its `//` comment, the contents of its string literals
+/// dropped (the quotes kept), and a quote or brace as a character literal (`'"'`, `'{'`, `'}'`) blanked, so
+/// that the paths and braces left are the code's. Block comments and strings spanning lines are not used in
+/// the scanned sources.
+pub fn code_line(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    let mut in_str = false;
+    while let Some(c) = chars.next() {
+        if in_str {
+            match c {
+                '\\' => {
+                    chars.next();
+                }
+                '"' => {
+                    in_str = false;
+                    out.push('"');
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '/' if chars.peek() == Some(&'/') => break,
+            '"' => {
+                in_str = true;
+                out.push('"');
+            }
+            '\'' if matches!(chars.peek(), Some('"' | '{' | '}')) => {
+                let mut ahead = chars.clone();
+                ahead.next();
+                if ahead.peek() == Some(&'\'') {
+                    chars.next();
+                    chars.next();
+                    out.push_str("' '");
+                } else {
+                    out.push(c);
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 /// Every file below `dir` whose name ends in `.ext`, recursively, sorted (the source scans and the golden
 /// outputs walk trees with it).
 pub fn files_with_extension(dir: &std::path::Path, ext: &str) -> Vec<std::path::PathBuf> {
