@@ -52,7 +52,7 @@ import pyarrow as pa
 import lshbench
 
 # The defaults every front end shares (the Rust table lshbench_core::defaults), as the CLI's flags have them.
-_D = lshbench._lshbench.DEFAULTS
+_D = lshbench.DEFAULTS
 
 __all__ = ["DedupResult", "dedup", "main"]
 
