@@ -516,6 +516,15 @@ class LSHIndex:
         """Signs ``texts`` and adds them under ``ids`` (default: their positions in the index, as str)."""
         self._inner.insert(_texts(texts), ids)
 
+    def remove(self, ids: Any) -> int:
+        """Removes every document held under each of ``ids`` (one id, or an iterable of them) from the index.
+
+        Returns how many documents were removed. Raises ``KeyError``, removing nothing, if an id is not held.
+        """
+        if isinstance(ids, (str, bytes, int)):
+            ids = [ids]
+        return self._inner.remove(ids)
+
     def query(self, texts: Any) -> list:
         """For each text, the ids of the documents held that share a band with it (sorted by position)."""
         return self._inner.query(_texts(texts))

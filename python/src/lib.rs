@@ -31,6 +31,7 @@ use pyo3::types::{PyDict, PyList, PyString};
 use pyo3_arrow::PyTable;
 use pyo3_arrow::input::AnyArray;
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -130,20 +131,26 @@ fn ids_from_py(ids: Option<&Bound<'_, PyAny>>, n: usize, first: usize) -> PyResu
     let Some(ids) = ids.filter(|x| !x.is_none()) else {
         return Ok((first..first + n).map(|i| i.to_string()).collect());
     };
-    let ids = if ids.hasattr("to_pylist")? {
-        ids.call_method0("to_pylist")?
-    } else {
-        ids.clone()
-    };
-    let mut out = Vec::with_capacity(n);
-    for item in ids.try_iter()? {
-        out.push(item?.str()?.to_cow()?.into_owned());
-    }
+    let out = strings_from_py(ids)?;
     if out.len() != n {
         return Err(PyValueError::new_err(format!(
             "ids: {} ids for {n} texts",
             out.len()
         )));
+    }
+    Ok(out)
+}
+
+/// Each item of a Python iterable, Arrow array or Series, as its `str`.
+fn strings_from_py(items: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    let items = if items.hasattr("to_pylist")? {
+        items.call_method0("to_pylist")?
+    } else {
+        items.clone()
+    };
+    let mut out = Vec::new();
+    for item in items.try_iter()? {
+        out.push(item?.str()?.to_cow()?.into_owned());
     }
     Ok(out)
 }
@@ -974,9 +981,13 @@ struct PyLshIndex {
     shingler: Shingler,
     kernel: Box<dyn Kernel>,
     index: LshIndex,
+    /// Every document added, by position (removed ones included, marked in `removed`).
     ids: Vec<String>,
     empty: Vec<bool>,
     signatures: Vec<u32>,
+    removed: Vec<bool>,
+    /// The live positions of each id.
+    positions: HashMap<String, Vec<u32>>,
     threads: Option<usize>,
 }
 
@@ -1020,11 +1031,30 @@ impl PyLshIndex {
             if !empty[j] {
                 self.index.insert(pos, sig);
             }
+            self.positions.entry(id.clone()).or_default().push(pos);
             self.ids.push(id);
             self.empty.push(empty[j]);
+            self.removed.push(false);
             self.signatures.extend_from_slice(sig);
         }
         found
+    }
+
+    /// The live positions, in insertion order.
+    fn live(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.ids.len()).filter(|&p| !self.removed[p])
+    }
+
+    /// The live documents' ids, empty flags and signatures, in insertion order.
+    fn live_parts(&self) -> (Vec<String>, Vec<bool>, Vec<u32>) {
+        let k = self.spec.num_perm;
+        let (mut ids, mut empty, mut sigs) = (Vec::new(), Vec::new(), Vec::new());
+        for p in self.live() {
+            ids.push(self.ids[p].clone());
+            empty.push(self.empty[p]);
+            sigs.extend_from_slice(&self.signatures[p * k..(p + 1) * k]);
+        }
+        (ids, empty, sigs)
     }
 }
 
@@ -1068,19 +1098,46 @@ impl PyLshIndex {
             ids: Vec::new(),
             empty: Vec::new(),
             signatures: Vec::new(),
+            removed: Vec::new(),
+            positions: HashMap::new(),
             threads,
         })
     }
 
-    /// Documents held (empty ones included).
+    /// Documents held (empty ones included, removed ones not).
     fn __len__(&self) -> usize {
-        self.ids.len()
+        self.positions.values().map(Vec::len).sum()
     }
 
-    /// The ids, in insertion order.
+    /// The ids held, in insertion order.
     #[getter]
     fn ids(&self) -> Vec<String> {
-        self.ids.clone()
+        self.live().map(|p| self.ids[p].clone()).collect()
+    }
+
+    /// Removes every document held under each of `ids`; returns how many were removed. Raises KeyError, and
+    /// removes nothing, when an id is not held.
+    fn remove(&mut self, ids: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let ids = strings_from_py(ids)?;
+        if let Some(missing) = ids.iter().find(|id| !self.positions.contains_key(*id)) {
+            return Err(pyo3::exceptions::PyKeyError::new_err(format!(
+                "no document with id {missing:?} is held"
+            )));
+        }
+        let k = self.spec.num_perm;
+        let mut count = 0;
+        for id in ids {
+            for pos in self.positions.remove(&id).unwrap_or_default() {
+                let p = pos as usize;
+                if !self.empty[p] {
+                    let sig = &self.signatures[p * k..(p + 1) * k];
+                    assert!(self.index.remove(pos, sig), "a held document is banded");
+                }
+                self.removed[p] = true;
+                count += 1;
+            }
+        }
+        Ok(count)
     }
 
     /// (bands, rows).
@@ -1107,7 +1164,7 @@ impl PyLshIndex {
 
     /// The signatures held, (len, num_perm) uint32.
     fn signatures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<u32>>> {
-        matrix(py, self.signatures.clone(), self.spec.num_perm)
+        matrix(py, self.live_parts().2, self.spec.num_perm)
     }
 
     #[pyo3(signature = (texts, ids=None))]
@@ -1154,14 +1211,9 @@ impl PyLshIndex {
 
     fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
         let params = self.state_params();
+        let (ids, empty, signatures) = self.live_parts();
         py.detach(|| {
-            lshbench_core::dedup::state::save_parts(
-                &path,
-                &params,
-                &self.ids,
-                &self.empty,
-                &self.signatures,
-            )
+            lshbench_core::dedup::state::save_parts(&path, &params, &ids, &empty, &signatures)
         })
         .map_err(value_error)
     }

@@ -303,15 +303,22 @@ def _candidate_pairs_from_keys(keys):
     return pairs
 
 
-def test_band_keys_query_then_insert_and_dedup_agree(corpus):
+def _banded_head(corpus):
+    """The corpus's first 1,500 documents, their signatures at k = 100, empty flags, and the pairs of non-empty
+    documents sharing a band at 20 x 5 (from their band keys)."""
     ids, texts = corpus
     ids, texts = ids[:1500], texts[:1500]
-    bands, rows = 20, 5
     sigs = lshbench.sketch(texts, num_perm=100)
     empty = (sigs == 2**32 - 1).all(axis=1)
-    keys = lshbench.band_keys(sigs, bands, rows)
-    assert keys.dtype == np.uint64 and keys.shape == (1500, bands)
-    from_keys = {(a, b) for a, b in _candidate_pairs_from_keys(keys) if not empty[a] and not empty[b]}
+    keys = lshbench.band_keys(sigs, 20, 5)
+    assert keys.dtype == np.uint64 and keys.shape == (1500, 20)
+    pairs = {(a, b) for a, b in _candidate_pairs_from_keys(keys) if not empty[a] and not empty[b]}
+    return ids, texts, sigs, empty, pairs
+
+
+def test_band_keys_query_then_insert_and_dedup_agree(corpus):
+    ids, texts, sigs, empty, from_keys = _banded_head(corpus)
+    bands, rows = 20, 5
     # The streaming index finds the same pairs, each once, by its later document.
     index = lshbench.LSHIndex(bands, rows)
     found = index.query_then_insert(texts, ids)
@@ -328,6 +335,38 @@ def test_band_keys_query_then_insert_and_dedup_agree(corpus):
     # dedup without verification reports exactly these candidates.
     pairs, _ = lshbench.dedup(texts, ids, bands=bands, rows=rows, verify="none", num_perm=100)
     assert {(pos[a], pos[b]) for a, b in zip(pairs["id_a"].to_pylist(), pairs["id_b"].to_pylist())} == from_keys
+
+
+def test_removed_documents_leave_the_index_and_its_state(corpus, tmp_path):
+    ids, texts, sigs, empty, pairs = _banded_head(corpus)
+    bands, rows = 20, 5
+    index = lshbench.LSHIndex(bands, rows)
+    index.insert(texts, ids)
+    # Remove every document of the first 300 that has a candidate, and every third of the rest of them.
+    gone = {a for a, b in pairs if a < 300} | set(range(0, 300, 3))
+    with pytest.raises(KeyError, match="no-such-id"):
+        index.remove([ids[0], "no-such-id"])
+    assert len(index) == 1500, "a refused remove changes nothing"
+    assert index.remove([ids[i] for i in sorted(gone)]) == len(gone)
+    assert index.remove(ids[300]) == 1
+    gone.add(300)
+    kept = [i for i in range(1500) if i not in gone]
+    assert len(index) == len(kept) and index.ids == [ids[i] for i in kept]
+    np.testing.assert_array_equal(index.signatures(), sigs[kept])
+    # A query finds exactly the kept documents sharing a band with it.
+    found = index.query(texts[:400])
+    for j in range(400):
+        if empty[j]:
+            continue
+        expected = {ids[b] for a, b in pairs if a == j and b not in gone} | {ids[a] for a, b in pairs if b == j and a not in gone}
+        if j not in gone:
+            expected.add(ids[j])
+        assert set(found[j]) == expected, j
+    # The saved state holds the kept documents only.
+    index.save(tmp_path / "kept.state")
+    again = lshbench.LSHIndex.load(tmp_path / "kept.state", bands, rows)
+    assert again.ids == index.ids
+    np.testing.assert_array_equal(again.signatures(), sigs[kept])
 
 
 def test_state_files_cross_between_cli_and_python(cli, corpus, write_jsonl, tmp_path):

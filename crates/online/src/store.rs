@@ -1,23 +1,19 @@
 //! The in-memory side of an online index: document slots, signatures, compressed texts, the id map and the
 //! band tables, with what each takes in memory.
 //!
-//! Band tables are one hash map per band from band key (the library's [`BandHasher`]) to the bucket's most
-//! recent member and its size, and one link per document and band to the next older member of its bucket: a
-//! document costs one map entry and 4 bytes per band, instead of a vector per bucket (whose header alone is 24
-//! bytes, plus an allocation), and a bucket is walked newest first. Deleting a document unlinks it from each
-//! of its b buckets.
+//! The band tables are the library's banding index ([`LshIndex`]), numbered by slot: a bucket is walked newest
+//! first, and deleting a document unlinks it from each of its b buckets.
 //!
 //! Every document carries the sequence number of its insertion and, once deleted, of its deletion: readers
 //! see a document when its insertion is durable and its deletion is not (see [`super`]).
 
-use lshbench_core::lsh::index::BandHasher;
-use rustc_hash::{FxBuildHasher, FxHashMap};
-use std::borrow::Borrow;
-use std::hash::{BuildHasher, Hash};
+use lshbench_core::lsh::index::{BandHasher, LshIndex};
+use lshbench_core::lsh::sharded::{SHARDS, Sharded};
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
-/// No slot: the end of a bucket's chain.
-pub(crate) const NIL: u32 = u32::MAX;
+/// Slots end below this number (the index reserves `u32::MAX`).
+const NIL: u32 = u32::MAX;
 /// The deletion sequence number of a live document.
 pub(crate) const LIVE: u64 = u64::MAX;
 
@@ -39,14 +35,11 @@ pub(crate) struct Slot {
 /// The documents and band tables.
 pub(crate) struct Store {
     k: usize,
-    hasher: BandHasher,
     pub slots: Vec<Slot>,
     free: Vec<u32>,
     sigs: Vec<u32>,
-    /// `next[band][slot]`: the next older member of the slot's bucket in that band.
-    next: Vec<Vec<u32>>,
-    /// Per band: band key to (newest member, members).
-    heads: Vec<Sharded<u64, (u32, u32)>>,
+    /// The band tables, numbered by slot.
+    index: LshIndex,
     pub ids: Sharded<Arc<str>, u32>,
     /// Documents in slots (pending ones and ones deleted but not yet removed included).
     pub occupied: usize,
@@ -54,25 +47,20 @@ pub(crate) struct Store {
     heap: usize,
     /// Whether documents are in the band tables (false while recovery places them; [`Store::band_all`]).
     banded: bool,
-    keys: Vec<u64>,
 }
 
 impl Store {
     pub fn new(k: usize, hasher: BandHasher) -> Store {
-        let bands = hasher.banding.bands;
         Store {
             k,
-            hasher,
             slots: Vec::new(),
             free: Vec::new(),
             sigs: Vec::new(),
-            next: vec![Vec::new(); bands],
-            heads: (0..bands).map(|_| Sharded::default()).collect(),
+            index: LshIndex::with_hasher(hasher),
             ids: Sharded::default(),
             occupied: 0,
             heap: 0,
             banded: true,
-            keys: Vec::new(),
         }
     }
 
@@ -126,9 +114,6 @@ impl Store {
                 assert!(s < NIL, "more than 2^32 - 1 document slots");
                 self.slots.push(slot);
                 self.sigs.extend_from_slice(signature);
-                for next in &mut self.next {
-                    next.push(NIL);
-                }
                 s
             }
         };
@@ -152,14 +137,7 @@ impl Store {
         );
         let s = self.place(id, seq, empty, signature, text);
         if !empty {
-            let mut keys = std::mem::take(&mut self.keys);
-            self.hasher.keys(signature, &mut keys);
-            for (band, &key) in keys.iter().enumerate() {
-                let head = self.heads[band].entry(key).or_insert((NIL, 0));
-                self.next[band][s as usize] = head.0;
-                *head = (s, head.1 + 1);
-            }
-            self.keys = keys;
+            self.index.insert(s, signature);
         }
         s
     }
@@ -167,7 +145,6 @@ impl Store {
     /// Bands every occupied, non-empty slot in sequence order (after [`Store::place`] during recovery), the
     /// bands in parallel.
     pub fn band_all(&mut self) {
-        use rayon::prelude::*;
         let mut order: Vec<(u64, u32)> = self
             .slots
             .iter()
@@ -176,21 +153,10 @@ impl Store {
             .map(|(i, s)| (s.seq, i as u32))
             .collect();
         order.sort_unstable();
-        let (k, hasher, sigs) = (self.k, &self.hasher, &self.sigs);
-        self.heads
-            .par_iter_mut()
-            .zip(self.next.par_iter_mut())
-            .enumerate()
-            .for_each(|(band, (heads, next))| {
-                heads.clear();
-                heads.reserve_total(order.len());
-                for &(_, s) in &order {
-                    let key = hasher.key(band, &sigs[s as usize * k..(s as usize + 1) * k]);
-                    let head = heads.entry(key).or_insert((NIL, 0));
-                    next[s as usize] = head.0;
-                    *head = (s, head.1 + 1);
-                }
-            });
+        let order: Vec<u32> = order.into_iter().map(|(_, s)| s).collect();
+        let (k, sigs) = (self.k, &self.sigs);
+        self.index
+            .build(&order, |s| &sigs[s as usize * k..(s as usize + 1) * k]);
         self.banded = true;
     }
 
@@ -199,30 +165,11 @@ impl Store {
         let slot = &self.slots[s as usize];
         let id = slot.id.clone().expect("removing a free slot");
         if !slot.empty && self.banded {
-            let mut keys = std::mem::take(&mut self.keys);
-            self.hasher.keys(self.signature(s), &mut keys);
-            for (band, &key) in keys.iter().enumerate() {
-                let next = &mut self.next[band];
-                let entry = self.heads[band]
-                    .get_mut(&key)
-                    .expect("a banded document's bucket exists");
-                if entry.0 == s {
-                    entry.0 = next[s as usize];
-                } else {
-                    let mut at = entry.0;
-                    while next[at as usize] != s {
-                        at = next[at as usize];
-                        assert_ne!(at, NIL, "a banded document is in its bucket");
-                    }
-                    next[at as usize] = next[s as usize];
-                }
-                entry.1 -= 1;
-                if entry.1 == 0 {
-                    self.heads[band].remove(&key);
-                }
-                next[s as usize] = NIL;
-            }
-            self.keys = keys;
+            let k = self.k;
+            let removed = self
+                .index
+                .remove(s, &self.sigs[s as usize * k..(s as usize + 1) * k]);
+            assert!(removed, "a banded document is in the band tables");
         }
         let slot = &mut self.slots[s as usize];
         self.heap -= heap_of(&id, slot.text.as_deref());
@@ -244,135 +191,23 @@ impl Store {
         visible: impl Fn(&Slot) -> bool,
         keys: &mut Vec<u64>,
     ) -> (Vec<u32>, u64) {
-        self.hasher.keys(signature, keys);
-        let mut out = Vec::new();
-        let mut unchecked = 0u64;
-        for (band, key) in keys.iter().enumerate() {
-            let Some(&(head, len)) = self.heads[band].get(key) else {
-                continue;
-            };
-            let next = &self.next[band];
-            let mut at = head;
-            let mut read = 0usize;
-            while at != NIL && read < cap {
-                if visible(&self.slots[at as usize]) {
-                    out.push(at);
-                }
-                read += 1;
-                at = next[at as usize];
-            }
-            unchecked += (len as usize).saturating_sub(read) as u64;
-        }
-        out.sort_unstable();
-        out.dedup();
-        (out, unchecked)
+        self.index
+            .candidates(signature, cap, |s| visible(&self.slots[s as usize]), keys)
     }
 
     /// Bytes of memory the store holds: every table and vector at its capacity, and the heap bytes of ids and
     /// texts (with their allocation headers).
     pub fn memory_bytes(&self) -> usize {
         use std::mem::size_of;
-        let map_entry = size_of::<(u64, (u32, u32))>() + 1;
-        let tables: usize = self.heads.iter().map(|m| m.capacity() * map_entry).sum();
-        // The shards' own headers, in one box per sharded map.
-        let shards = (self.heads.len() + 1) * SHARDS * size_of::<FxHashMap<u64, (u32, u32)>>();
-        let links: usize = self.next.iter().map(|n| n.capacity() * 4).sum();
+        // The id map's shards' own headers, in one box.
+        let shards = SHARDS * size_of::<FxHashMap<Arc<str>, u32>>();
         self.slots.capacity() * size_of::<Slot>()
             + self.sigs.capacity() * 4
             + self.free.capacity() * 4
-            + tables
-            + links
+            + self.index.memory_bytes()
             + self.ids.capacity() * (size_of::<(Arc<str>, u32)>() + 1)
             + shards
             + self.heap
-    }
-}
-
-/// Shards of a [`Sharded`] map.
-const SHARDS: usize = 64;
-
-/// A hash map split by its keys' hashes into [`SHARDS`] maps. A hash map grows by rehashing every entry at
-/// once; under the store's write lock, the band tables (one entry per document and band, all growing at the
-/// same pace) and the id map would stop every reader and writer for that long: about a second at a million
-/// documents and 35 bands. Split, each shard grows on its own, a 64th of the work at a time, and the shards
-/// reach their thresholds at scattered moments.
-#[derive(Debug)]
-pub(crate) struct Sharded<K, V> {
-    shards: Box<[FxHashMap<K, V>]>,
-}
-
-impl<K: Hash + Eq, V: PartialEq> PartialEq for Sharded<K, V> {
-    fn eq(&self, other: &Self) -> bool {
-        self.shards == other.shards
-    }
-}
-
-impl<K, V> Default for Sharded<K, V> {
-    fn default() -> Self {
-        Sharded {
-            shards: (0..SHARDS).map(|_| FxHashMap::default()).collect(),
-        }
-    }
-}
-
-impl<K: Hash + Eq, V> Sharded<K, V> {
-    /// The shard of a key: hash bits 32 to 37, which a shard's own table (its low bits for the bucket, its top
-    /// seven for the tag) does not use, so each shard's table stays as well spread as one table would be.
-    fn shard<Q: Hash + ?Sized>(key: &Q) -> usize {
-        (FxBuildHasher.hash_one(key) >> 32) as usize & (SHARDS - 1)
-    }
-
-    pub fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<&V>
-    where
-        K: Borrow<Q>,
-    {
-        self.shards[Self::shard(key)].get(key)
-    }
-
-    pub fn get_mut<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> Option<&mut V>
-    where
-        K: Borrow<Q>,
-    {
-        self.shards[Self::shard(key)].get_mut(key)
-    }
-
-    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
-        self.shards[Self::shard(&key)].insert(key, value)
-    }
-
-    pub fn remove<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> Option<V>
-    where
-        K: Borrow<Q>,
-    {
-        self.shards[Self::shard(key)].remove(key)
-    }
-
-    pub fn entry(&mut self, key: K) -> std::collections::hash_map::Entry<'_, K, V> {
-        self.shards[Self::shard(&key)].entry(key)
-    }
-
-    pub fn clear(&mut self) {
-        self.shards.iter_mut().for_each(FxHashMap::clear);
-    }
-
-    /// Room for about `n` entries in all, spread evenly (recovery, which knows its count).
-    pub fn reserve_total(&mut self, n: usize) {
-        let each = n / SHARDS + n / SHARDS / 16 + 16;
-        self.shards.iter_mut().for_each(|m| m.reserve(each));
-    }
-
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.shards.iter().map(FxHashMap::len).sum()
-    }
-
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.shards.iter().all(FxHashMap::is_empty)
-    }
-
-    pub fn capacity(&self) -> usize {
-        self.shards.iter().map(FxHashMap::capacity).sum()
     }
 }
 
@@ -429,25 +264,13 @@ mod tests {
     use rand_xoshiro::Xoshiro256PlusPlus;
     use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
-    /// A brute-force reference: the live documents sharing a band with a signature.
-    fn brute(docs: &[(u32, Vec<u32>)], sig: &[u32], b: Banding) -> Vec<u32> {
-        let r = b.rows;
-        let mut out: Vec<u32> = docs
-            .iter()
-            .filter(|(_, d)| (0..b.bands).any(|i| d[i * r..(i + 1) * r] == sig[i * r..(i + 1) * r]))
-            .map(|(n, _)| *n)
-            .collect();
-        out.sort_unstable();
-        out
-    }
-
     #[test]
     fn inserts_removals_and_slot_reuse_keep_every_bucket_exact() {
         let k = 8;
         let banding = Banding::new(4, 2, k).unwrap();
         let mut store = Store::new(k, BandHasher::new(banding, 5));
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
-        // (name, signature) of live documents; names map to slots through the id map.
+        // (name, signature) of live documents; names map to slots through the id map, and slots are reused.
         let mut live: Vec<(u32, Vec<u32>)> = Vec::new();
         let mut keys = Vec::new();
         for step in 0..3000u32 {
@@ -476,7 +299,13 @@ mod tests {
                     })
                     .collect();
                 names.sort_unstable();
-                assert_eq!(names, brute(&live, &probe, banding), "step {step}");
+                // The reference: a new index of the live documents, numbered by name (the core's own tests
+                // hold the index to a brute-force search).
+                let mut reference = LshIndex::new(banding, 5);
+                for (name, sig) in &live {
+                    reference.insert(*name, sig);
+                }
+                assert_eq!(names, reference.query(&probe), "step {step}");
                 assert_eq!(unchecked, 0);
             }
         }
@@ -486,7 +315,7 @@ mod tests {
             let s = store.slot_of(&name.to_string()).unwrap();
             store.remove(s);
         }
-        assert!(store.heads.iter().all(|m| m.is_empty()));
+        assert!(store.index.is_empty());
         assert_eq!(store.heap, 0);
     }
 
@@ -509,8 +338,7 @@ mod tests {
             all.place(name_of(i as u32), i as u64, i % 7 == 0, d, None);
         }
         all.band_all();
-        assert_eq!(one.heads, all.heads);
-        assert_eq!(one.next, all.next);
+        assert_eq!(one.index, all.index);
     }
 
     #[test]
@@ -524,37 +352,6 @@ mod tests {
         let (got, unchecked) = store.candidates(&[7, 7], 3, |_| true, &mut Vec::new());
         assert_eq!(got, vec![7, 8, 9]);
         assert_eq!(unchecked, 7);
-    }
-
-    /// Every shard gets its share of band keys and of ids: each count within six standard deviations of the
-    /// binomial mean (one shard is 1/64 of the keys).
-    #[test]
-    fn shards_share_keys_and_ids_evenly() {
-        let n = 64_000usize;
-        let p = 1.0 / SHARDS as f64;
-        let (mean, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
-        let mut keys: Sharded<u64, u32> = Sharded::default();
-        let mut ids: Sharded<Arc<str>, u32> = Sharded::default();
-        for i in 0..n as u32 {
-            keys.insert(rng.next_u64(), i);
-            ids.insert(format!("doc-{i}").into(), i);
-        }
-        let lens = |lens: Vec<usize>| {
-            for (i, len) in lens.into_iter().enumerate() {
-                let z = (len as f64 - mean) / sd;
-                assert!(
-                    z.abs() < 6.0,
-                    "shard {i} holds {len}, expected {mean:.0} +- {sd:.0}"
-                );
-            }
-        };
-        lens(keys.shards.iter().map(|m| m.len()).collect());
-        lens(ids.shards.iter().map(|m| m.len()).collect());
-        assert_eq!((keys.len(), ids.len()), (n, n));
-        assert_eq!(ids.get("doc-17"), Some(&17));
-        assert_eq!(ids.remove("doc-17"), Some(17));
-        assert_eq!(ids.get("doc-17"), None);
     }
 
     #[test]

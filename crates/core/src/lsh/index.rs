@@ -1,6 +1,7 @@
 //! The banding index: a band's key is a seeded xxh3 of its r slots, with the band number mixed into the seed so
 //! equal slot values in different bands never collide. Two ways to use it:
-//! - [`LshIndex`]: insert, query, and streaming query-then-insert (online dedup; each pair reported once);
+//! - [`LshIndex`]: insert, delete, query, and streaming query-then-insert (online dedup; each pair reported
+//!   once), behind Python's `LSHIndex` and the durable online index;
 //! - [`batch_candidates`]: band a whole corpus, walk every band's buckets in parallel, and return each candidate
 //!   pair once, sorted, whatever the thread count.
 //!
@@ -10,6 +11,7 @@
 //! every other) and the pairs left out are counted in [`CandidateStats`]; nothing is skipped silently.
 
 use super::scurve::Banding;
+use super::sharded::{SHARDS, Sharded};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
@@ -94,12 +96,25 @@ fn hash_slots(slots: &[u32], seed: u64) -> u64 {
 /// 5,000 documents would be 12.5 million pairs.
 pub const DEFAULT_BUCKET_CAP: usize = crate::defaults::BUCKET_CAP;
 
-/// A streaming index: b hash tables from band key to the documents in that bucket. Memory is O(b) keys and ids
-/// per document.
+/// No document: the end of a bucket's chain.
+const NIL: u32 = u32::MAX;
+
+/// The banding index, with delete: one table per band from band key to the bucket's newest member and its size,
+/// and one link per document and band to the next older member of its bucket. A document costs one map entry
+/// and 4 bytes per band (no vector per bucket, whose header alone is 24 bytes plus an allocation); a bucket is
+/// walked newest first, and deleting a document unlinks it from each of its b buckets.
+///
+/// Documents are numbered by the caller (positions or slots, reused after a delete); the links are indexed by
+/// that number, so memory follows the largest number used. The index keeps no signatures: deleting a document
+/// takes the signature it was inserted with. The in-process dedup (Python's `LSHIndex`) and the durable online
+/// index both band through it.
 #[derive(Clone, Debug)]
 pub struct LshIndex {
     hasher: BandHasher,
-    tables: Vec<FxHashMap<u64, Vec<u32>>>,
+    /// Per band: band key to (newest member, members).
+    heads: Vec<Sharded<u64, (u32, u32)>>,
+    /// `next[band][doc]`: the next older member of the document's bucket in that band.
+    next: Vec<Vec<u32>>,
     len: usize,
     bucket_cap: usize,
     /// Bucket members not returned by queries because their bucket was over the cap (see [`LshIndex::query`]).
@@ -110,9 +125,16 @@ pub struct LshIndex {
 impl LshIndex {
     /// An empty index for `banding`, its band keys seeded by `seed`, with no bucket cap.
     pub fn new(banding: Banding, seed: u64) -> LshIndex {
+        LshIndex::with_hasher(BandHasher::new(banding, seed))
+    }
+
+    /// An empty index whose band keys `hasher` makes.
+    pub fn with_hasher(hasher: BandHasher) -> LshIndex {
+        let bands = hasher.banding.bands;
         LshIndex {
-            hasher: BandHasher::new(banding, seed),
-            tables: vec![FxHashMap::default(); banding.bands],
+            hasher,
+            heads: (0..bands).map(|_| Sharded::default()).collect(),
+            next: vec![Vec::new(); bands],
             len: 0,
             bucket_cap: usize::MAX,
             skipped: 0,
@@ -120,8 +142,7 @@ impl LshIndex {
         }
     }
 
-    /// Queries return only the first document of a bucket holding more than `cap` (it stands for the bucket;
-    /// the others are counted in `skipped`).
+    /// Queries read only the `cap` newest members of a bucket (the others are counted in `skipped`).
     pub fn with_bucket_cap(mut self, cap: usize) -> LshIndex {
         self.bucket_cap = cap.max(1);
         self
@@ -132,45 +153,102 @@ impl LshIndex {
         self.hasher.banding
     }
 
-    /// Documents inserted.
+    /// The band keys' hasher.
+    pub fn hasher(&self) -> &BandHasher {
+        &self.hasher
+    }
+
+    /// Documents in the index.
     pub fn len(&self) -> usize {
         self.len
     }
 
-    /// Whether no document has been inserted.
+    /// Whether the index holds no document.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
-    /// Adds document `doc`. Callers keep empty documents out (they must never become candidates).
+    /// Makes room for links of documents numbered below `docs`.
+    fn room(&mut self, docs: usize) {
+        if self.next.first().is_some_and(|n| n.len() < docs) {
+            for next in &mut self.next {
+                next.resize(docs, NIL);
+            }
+        }
+    }
+
+    /// Adds document `doc`, which must not be in the index. Callers keep empty documents out (they must never
+    /// become candidates).
     pub fn insert(&mut self, doc: u32, signature: &[u32]) {
+        assert_ne!(doc, NIL, "document number u32::MAX is reserved");
+        self.room(doc as usize + 1);
         let mut keys = std::mem::take(&mut self.keys);
         self.hasher.keys(signature, &mut keys);
-        for (table, &key) in self.tables.iter_mut().zip(&keys) {
-            table.entry(key).or_default().push(doc);
+        for (band, &key) in keys.iter().enumerate() {
+            let head = self.heads[band].entry(key).or_insert((NIL, 0));
+            self.next[band][doc as usize] = head.0;
+            *head = (doc, head.1 + 1);
         }
         self.keys = keys;
         self.len += 1;
     }
 
-    /// The documents sharing at least one band with `signature`, sorted, each once.
-    pub fn query(&mut self, signature: &[u32]) -> Vec<u32> {
+    /// Removes document `doc`, inserted with `signature`. Returns false, changing nothing, when `doc` is not in
+    /// the bucket of that signature's first band (it was never inserted, or under another signature).
+    pub fn remove(&mut self, doc: u32, signature: &[u32]) -> bool {
         let mut keys = std::mem::take(&mut self.keys);
         self.hasher.keys(signature, &mut keys);
-        let mut out = Vec::new();
-        for (table, key) in self.tables.iter().zip(&keys) {
-            if let Some(bucket) = table.get(key) {
-                if bucket.len() > self.bucket_cap {
-                    out.push(bucket[0]);
-                    self.skipped += bucket.len() as u64 - 1;
-                } else {
-                    out.extend_from_slice(bucket);
+        let present = (doc as usize) < self.next[0].len()
+            && self.heads[0].get(&keys[0]).is_some_and(|&(head, _)| {
+                let mut at = head;
+                while at != NIL && at != doc {
+                    at = self.next[0][at as usize];
                 }
+                at == doc
+            });
+        if present {
+            for (band, &key) in keys.iter().enumerate() {
+                self.unlink(band, key, doc);
             }
+            self.len -= 1;
         }
         self.keys = keys;
-        out.sort_unstable();
-        out.dedup();
+        present
+    }
+
+    /// Takes `doc` out of its bucket `key` in `band`.
+    fn unlink(&mut self, band: usize, key: u64, doc: u32) {
+        let next = &mut self.next[band];
+        let entry = self.heads[band]
+            .get_mut(&key)
+            .expect("a document's bucket exists in every band it was inserted in");
+        if entry.0 == doc {
+            entry.0 = next[doc as usize];
+        } else {
+            let mut at = entry.0;
+            while next[at as usize] != doc {
+                at = next[at as usize];
+                assert_ne!(
+                    at, NIL,
+                    "a document is in its bucket in every band it was inserted in"
+                );
+            }
+            next[at as usize] = next[doc as usize];
+        }
+        entry.1 -= 1;
+        if entry.1 == 0 {
+            self.heads[band].remove(&key);
+        }
+        next[doc as usize] = NIL;
+    }
+
+    /// The documents sharing at least one band with `signature`, sorted, each once. A bucket over the cap is
+    /// read to its `cap` newest members; the rest are counted in `skipped`.
+    pub fn query(&mut self, signature: &[u32]) -> Vec<u32> {
+        let mut keys = std::mem::take(&mut self.keys);
+        let (out, unread) = self.candidates(signature, self.bucket_cap, |_| true, &mut keys);
+        self.skipped += unread;
+        self.keys = keys;
         out
     }
 
@@ -180,6 +258,88 @@ impl LshIndex {
         let found = self.query(signature);
         self.insert(doc, signature);
         found
+    }
+
+    /// The documents sharing a band with `signature` that `visible` accepts, sorted, each once, and the bucket
+    /// members left unread because their bucket held more than `cap` (only its `cap` newest are read, whether
+    /// `visible` accepts them or not). `keys` is scratch space, and holds the signature's band keys after.
+    pub fn candidates(
+        &self,
+        signature: &[u32],
+        cap: usize,
+        mut visible: impl FnMut(u32) -> bool,
+        keys: &mut Vec<u64>,
+    ) -> (Vec<u32>, u64) {
+        self.hasher.keys(signature, keys);
+        let mut out = Vec::new();
+        let mut unread = 0u64;
+        for (band, key) in keys.iter().enumerate() {
+            let Some(&(head, len)) = self.heads[band].get(key) else {
+                continue;
+            };
+            let next = &self.next[band];
+            let mut at = head;
+            let mut read = 0usize;
+            while at != NIL && read < cap {
+                if visible(at) {
+                    out.push(at);
+                }
+                read += 1;
+                at = next[at as usize];
+            }
+            unread += (len as usize).saturating_sub(read) as u64;
+        }
+        out.sort_unstable();
+        out.dedup();
+        (out, unread)
+    }
+
+    /// Replaces the contents with `docs`, inserted in the order given (so buckets are walked as if each had
+    /// been inserted in turn), `signature(doc)` giving each one's signature; the bands are built in parallel.
+    pub fn build<'s>(&mut self, docs: &[u32], signature: impl Fn(u32) -> &'s [u32] + Sync) {
+        let room = docs.iter().map(|&d| d as usize + 1).max().unwrap_or(0);
+        self.room(room);
+        let hasher = &self.hasher;
+        self.heads
+            .par_iter_mut()
+            .zip(self.next.par_iter_mut())
+            .enumerate()
+            .for_each(|(band, (heads, next))| {
+                heads.clear();
+                next.fill(NIL);
+                heads.reserve_total(docs.len());
+                for &doc in docs {
+                    let key = hasher.key(band, signature(doc));
+                    let head = heads.entry(key).or_insert((NIL, 0));
+                    next[doc as usize] = head.0;
+                    *head = (doc, head.1 + 1);
+                }
+            });
+        self.len = docs.len();
+    }
+
+    /// Bytes of memory the tables hold at their capacity (band maps, their shards' headers, links).
+    pub fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let map_entry = size_of::<(u64, (u32, u32))>() + 1;
+        let maps: usize = self.heads.iter().map(|m| m.capacity() * map_entry).sum();
+        let shards = self.heads.len() * SHARDS * size_of::<FxHashMap<u64, (u32, u32)>>();
+        let links: usize = self.next.iter().map(|n| n.capacity() * 4).sum();
+        maps + shards + links
+    }
+}
+
+impl PartialEq for LshIndex {
+    /// Equal tables: the same buckets with the same members in the same order (the cap and counters aside).
+    fn eq(&self, other: &Self) -> bool {
+        self.hasher.seed == other.hasher.seed
+            && self.hasher.banding == other.hasher.banding
+            && self.heads == other.heads
+            && self.len == other.len
+            && self.next.iter().zip(&other.next).all(|(a, b)| {
+                let n = a.len().max(b.len());
+                (0..n).all(|d| a.get(d).unwrap_or(&NIL) == b.get(d).unwrap_or(&NIL))
+            })
     }
 }
 
@@ -600,15 +760,116 @@ mod tests {
     }
 
     #[test]
-    fn streaming_cap_counts_what_queries_leave_out() {
+    fn the_bucket_cap_reads_the_newest_and_counts_the_rest() {
         let banding = Banding::new(1, 2, 2).unwrap();
         let mut index = LshIndex::new(banding, 3).with_bucket_cap(3);
         for d in 0..5 {
             index.insert(d, &[9, 9]);
         }
-        assert_eq!(index.query(&[9, 9]), vec![0]);
-        assert_eq!(index.skipped, 4);
+        assert_eq!(index.query(&[9, 9]), vec![2, 3, 4]);
+        assert_eq!(index.skipped, 2);
         assert_eq!(index.query(&[9, 8]), Vec::<u32>::new());
+        // `visible` filters what is read; what it refuses still counts as read.
+        let (seen, unread) = index.candidates(&[9, 9], 3, |d| d != 3, &mut Vec::new());
+        assert_eq!((seen, unread), (vec![2, 4], 2));
+    }
+
+    /// The live documents sharing a band with `sig`, by brute force.
+    fn sharing(live: &[(u32, Vec<u32>)], sig: &[u32], b: Banding) -> Vec<u32> {
+        let r = b.rows;
+        let mut out: Vec<u32> = live
+            .iter()
+            .filter(|(_, d)| (0..b.bands).any(|i| d[i * r..(i + 1) * r] == sig[i * r..(i + 1) * r]))
+            .map(|(n, _)| *n)
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn inserts_removals_and_reused_numbers_keep_every_bucket_exact() {
+        let k = 8;
+        let banding = Banding::new(4, 2, k).unwrap();
+        let mut index = LshIndex::new(banding, 5);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let mut live: Vec<(u32, Vec<u32>)> = Vec::new();
+        let mut free: Vec<u32> = Vec::new();
+        let mut fresh = 0u32;
+        for step in 0..3000u32 {
+            if !live.is_empty() && rng.next_u64() % 3 == 0 {
+                let i = (rng.next_u64() % live.len() as u64) as usize;
+                let (doc, sig) = live.swap_remove(i);
+                assert!(index.remove(doc, &sig));
+                assert!(!index.remove(doc, &sig), "removed twice");
+                free.push(doc);
+            } else {
+                let sig: Vec<u32> = (0..k).map(|_| (rng.next_u64() % 3) as u32).collect();
+                let doc = free.pop().unwrap_or_else(|| {
+                    fresh += 1;
+                    fresh - 1
+                });
+                index.insert(doc, &sig);
+                live.push((doc, sig));
+            }
+            if step % 97 == 0 {
+                let probe: Vec<u32> = (0..k).map(|_| (rng.next_u64() % 3) as u32).collect();
+                assert_eq!(
+                    index.query(&probe),
+                    sharing(&live, &probe, banding),
+                    "step {step}"
+                );
+                assert_eq!(index.skipped, 0);
+            }
+        }
+        assert_eq!(index.len(), live.len());
+        // A document is not removed under a signature it was not inserted with, nor when never inserted.
+        let (doc, sig) = live[0].clone();
+        let other: Vec<u32> = sig.iter().map(|s| s + 10).collect();
+        assert!(!index.remove(doc, &other));
+        assert!(!index.remove(fresh + 5, &sig));
+        for (doc, sig) in live.drain(..) {
+            assert!(index.remove(doc, &sig));
+        }
+        assert!(index.is_empty());
+        assert!(index.heads.iter().all(|m| m.is_empty()));
+        assert!(index.next.iter().all(|n| n.iter().all(|&l| l == NIL)));
+    }
+
+    #[test]
+    fn building_at_once_gives_the_tables_inserting_in_turn_gives() {
+        let k = 6;
+        let banding = Banding::new(3, 2, k).unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+        let sigs: Vec<Vec<u32>> = (0..500)
+            .map(|_| (0..k).map(|_| (rng.next_u64() % 2) as u32).collect())
+            .collect();
+        // Some numbers left out, and an order that is not the numbers' own.
+        let order: Vec<u32> = (0..500u32).rev().filter(|d| d % 7 != 0).collect();
+        let mut one = LshIndex::new(banding, 1);
+        for &d in &order {
+            one.insert(d, &sigs[d as usize]);
+        }
+        let mut all = LshIndex::new(banding, 1);
+        all.insert(3, &[5; 6]);
+        all.build(&order, |d| &sigs[d as usize]);
+        assert_eq!(one, all);
+        assert_ne!(one, LshIndex::new(banding, 1));
+    }
+
+    #[test]
+    fn memory_grows_with_documents() {
+        let k = 16;
+        let banding = Banding::new(8, 2, k).unwrap();
+        let mut index = LshIndex::new(banding, 1);
+        let empty = index.memory_bytes();
+        for i in 0..1000u32 {
+            let sig: Vec<u32> = (0..k as u32).map(|j| i * 31 + j).collect();
+            index.insert(i, &sig);
+        }
+        let full = index.memory_bytes();
+        // At least one link and one map entry per band and document.
+        assert!(full - empty >= 1000 * 8 * (4 + 17), "{full}");
+        assert!(full - empty < 1000 * 8 * 64, "{full}");
     }
 
     #[test]

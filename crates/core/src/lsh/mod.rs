@@ -5,4 +5,5 @@ pub mod choice;
 pub mod cluster;
 pub mod index;
 pub mod scurve;
+pub mod sharded;
 pub mod tune;
