@@ -227,6 +227,70 @@ pub mod x86 {
     use crate::arch::{Avx2, Avx512};
     use std::arch::x86_64::*;
 
+    /// The ids of `LANES` consecutive windows in one vector register, from one 16-byte load: the lane trait the
+    /// window loops (here and in the OPH kernel's sign loops) are written over once, implemented by
+    /// [`WindowsX8`] (AVX-512) and [`WindowsX4`] (AVX2). Its methods are `unsafe fn`s that always inline, called
+    /// only inside a `#[target_feature]` function of the implementation's instruction set.
+    pub trait WindowLanes: Copy {
+        /// The register type.
+        type Vector: Copy;
+        /// The token that proves the CPU runs the instruction set.
+        type Token: Copy;
+        /// Windows per vector.
+        const LANES: usize;
+
+        /// The windows' bytes before the XOR that makes them ids: [`WindowLanes::ids`] is `raw(p) ^ key()`.
+        ///
+        /// # Safety
+        /// `p` is valid for reading 16 bytes, and the CPU supports the implementation's instruction set.
+        unsafe fn raw(&self, p: *const u8) -> Self::Vector;
+
+        /// What [`WindowLanes::ids`] XORs into [`WindowLanes::raw`] (the key, the length and anything
+        /// [`WindowLanes::xored`] added), in every lane.
+        fn key(&self) -> Self::Vector;
+
+        /// The ids of the windows starting at `p`, `p + 1`, ..., `p + LANES - 1`.
+        ///
+        /// # Safety
+        /// As for [`WindowLanes::raw`].
+        unsafe fn ids(&self, p: *const u8) -> Self::Vector;
+
+        /// These windows with `x` XORed into every id, in the same XOR as the key (a sign loop folds its seed
+        /// in here, one vector XOR fewer per vector).
+        fn xored(self, token: Self::Token, x: u64) -> Self;
+
+        /// Writes the `LANES` ids of `v` to `out`.
+        ///
+        /// # Safety
+        /// `out` is valid for writing `LANES` u64s, and the CPU supports the implementation's instruction set.
+        unsafe fn store(v: Self::Vector, out: *mut u64);
+    }
+
+    /// `out[i]` = id of `bytes[i..i + k]`, for `i + 8 <= bytes.len()`, `W::LANES` windows per step from one
+    /// 16-byte load; the last few windows (whose 16 bytes would run past the end) go through the plain loop.
+    ///
+    /// # Safety
+    /// The CPU supports `W`'s instruction set.
+    #[inline(always)]
+    unsafe fn short_ids_with<W: WindowLanes>(
+        w: W,
+        bytes: &[u8],
+        k: usize,
+        key: u64,
+        out: &mut [u64],
+    ) {
+        assert!(out.is_empty() || out.len() + 7 <= bytes.len());
+        let p = bytes.as_ptr();
+        let mut i = 0;
+        while i + W::LANES <= out.len() && i + 16 <= bytes.len() {
+            // SAFETY: i + 16 <= bytes.len() and i + LANES <= out.len() (loop condition); the CPU by the
+            // caller's contract.
+            unsafe { W::store(w.ids(p.add(i)), out.as_mut_ptr().add(i)) };
+            i += W::LANES;
+        }
+        short_ids_plain(&bytes[i..], k, key, &mut out[i..]);
+    }
+
     /// The ids of 8 consecutive `k`-byte windows (`k <= 8`) at once, in AVX-512 registers: one 16-byte load
     /// broadcast to the four 128-bit lanes, one `vpshufb` that puts window j's bytes in 64-bit lane j (bytes past
     /// k zeroed, so no mask is needed), then [`super::mix_short`]'s XOR. The same ids as [`super::ShortRun::id`].
@@ -264,23 +328,15 @@ pub mod x86 {
                 }
             }
         }
+    }
 
-        /// These windows with `x` XORed into every id: [`WindowsX8::ids`] then gives `id ^ x`, in the same XOR
-        /// as the key (the OPH sign loop folds its seed in here, one vector XOR fewer per 8 windows).
-        #[inline(always)]
-        pub fn xored(self, token: Avx512, x: u64) -> Self {
-            let _ = token;
-            // SAFETY: the token proves AVX-512F; register operations only.
-            let key_len = unsafe { _mm512_xor_si512(self.key_len, _mm512_set1_epi64(x as i64)) };
-            WindowsX8 { key_len, ..self }
-        }
+    impl WindowLanes for WindowsX8 {
+        type Vector = __m512i;
+        type Token = Avx512;
+        const LANES: usize = 8;
 
-        /// The windows' bytes before the XOR that makes them ids: [`WindowsX8::ids`] is `raw(p) ^ key()`.
-        ///
-        /// # Safety
-        /// As for [`WindowsX8::ids`].
         #[inline(always)]
-        pub unsafe fn raw(&self, p: *const u8) -> __m512i {
+        unsafe fn raw(&self, p: *const u8) -> __m512i {
             // SAFETY: 16 readable bytes at p and AVX-512 F/BW, by the caller's contract.
             unsafe {
                 _mm512_shuffle_epi8(
@@ -290,23 +346,29 @@ pub mod x86 {
             }
         }
 
-        /// What [`WindowsX8::ids`] XORs into [`WindowsX8::raw`] (the key, the length and anything
-        /// [`WindowsX8::xored`] added), in every lane.
         #[inline(always)]
-        pub fn key(&self) -> __m512i {
+        fn key(&self) -> __m512i {
             self.key_len
         }
 
-        /// The ids of the windows starting at `p`, `p + 1`, ..., `p + 7`.
-        ///
-        /// # Safety
-        /// `p` is valid for reading 16 bytes, and the CPU supports AVX-512 F/BW (a `WindowsX8` exists only
-        /// where it does; this is an `unsafe fn` rather than a `#[target_feature]` one so that it always
-        /// inlines into the hot loops that call it).
         #[inline(always)]
-        pub unsafe fn ids(&self, p: *const u8) -> __m512i {
+        unsafe fn ids(&self, p: *const u8) -> __m512i {
             // SAFETY: 16 readable bytes at p and AVX-512 F/BW, by the caller's contract.
             unsafe { _mm512_xor_si512(self.raw(p), self.key_len) }
+        }
+
+        #[inline(always)]
+        fn xored(self, token: Avx512, x: u64) -> Self {
+            let _ = token;
+            // SAFETY: the token proves AVX-512F; register operations only.
+            let key_len = unsafe { _mm512_xor_si512(self.key_len, _mm512_set1_epi64(x as i64)) };
+            WindowsX8 { key_len, ..self }
+        }
+
+        #[inline(always)]
+        unsafe fn store(v: __m512i, out: *mut u64) {
+            // SAFETY: 64 writable bytes at out and AVX-512F, by the caller's contract.
+            unsafe { _mm512_storeu_si512(out.cast(), v) }
         }
     }
 
@@ -345,19 +407,45 @@ pub mod x86 {
                 }
             }
         }
+    }
 
-        /// The ids of the windows starting at `p`, `p + 1`, `p + 2`, `p + 3`.
-        ///
-        /// # Safety
-        /// `p` is valid for reading 16 bytes, and the CPU supports AVX2 (a `WindowsX4` exists only where it
-        /// does; `unsafe fn` so that it always inlines).
+    impl WindowLanes for WindowsX4 {
+        type Vector = __m256i;
+        type Token = Avx2;
+        const LANES: usize = 4;
+
         #[inline(always)]
-        pub unsafe fn ids(&self, p: *const u8) -> __m256i {
+        unsafe fn raw(&self, p: *const u8) -> __m256i {
             // SAFETY: 16 readable bytes at p and AVX2, by the caller's contract.
             unsafe {
                 let src = _mm256_broadcastsi128_si256(_mm_loadu_si128(p.cast()));
-                _mm256_xor_si256(_mm256_shuffle_epi8(src, self.shuffle), self.key_len)
+                _mm256_shuffle_epi8(src, self.shuffle)
             }
+        }
+
+        #[inline(always)]
+        fn key(&self) -> __m256i {
+            self.key_len
+        }
+
+        #[inline(always)]
+        unsafe fn ids(&self, p: *const u8) -> __m256i {
+            // SAFETY: 16 readable bytes at p and AVX2, by the caller's contract.
+            unsafe { _mm256_xor_si256(self.raw(p), self.key_len) }
+        }
+
+        #[inline(always)]
+        fn xored(self, token: Avx2, x: u64) -> Self {
+            let _ = token;
+            // SAFETY: the token proves AVX2; register operations only.
+            let key_len = unsafe { _mm256_xor_si256(self.key_len, _mm256_set1_epi64x(x as i64)) };
+            WindowsX4 { key_len, ..self }
+        }
+
+        #[inline(always)]
+        unsafe fn store(v: __m256i, out: *mut u64) {
+            // SAFETY: 32 writable bytes at out and AVX2, by the caller's contract.
+            unsafe { _mm256_storeu_si256(out.cast(), v) }
         }
     }
 
@@ -375,38 +463,14 @@ pub mod x86 {
 
     #[target_feature(enable = "avx2")]
     fn short_ids_avx2(token: Avx2, bytes: &[u8], k: usize, key: u64, out: &mut [u64]) {
-        assert!(out.is_empty() || out.len() + 7 <= bytes.len());
-        let x4 = WindowsX4::new(token, k, key);
-        let p = bytes.as_ptr();
-        let mut i = 0;
-        while i + 4 <= out.len() && i + 16 <= bytes.len() {
-            // SAFETY: i + 16 <= bytes.len() (loop condition) and i + 4 <= out.len().
-            unsafe {
-                let ids = x4.ids(p.add(i));
-                _mm256_storeu_si256(out.as_mut_ptr().add(i).cast(), ids);
-            }
-            i += 4;
-        }
-        short_ids_plain(&bytes[i..], k, key, &mut out[i..]);
+        // SAFETY: the CPU features are this function's.
+        unsafe { short_ids_with(WindowsX4::new(token, k, key), bytes, k, key, out) }
     }
 
     #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl")]
     fn short_ids_avx512(token: Avx512, bytes: &[u8], k: usize, key: u64, out: &mut [u64]) {
-        assert!(out.is_empty() || out.len() + 7 <= bytes.len());
-        let x8 = WindowsX8::new(token, k, key);
-        let p = bytes.as_ptr();
-        let mut i = 0;
-        // Eight windows per step from one 16-byte load; the last few windows (whose 16 bytes would run past the
-        // end) go through the plain loop.
-        while i + 8 <= out.len() && i + 16 <= bytes.len() {
-            // SAFETY: i + 16 <= bytes.len() (loop condition) and i + 8 <= out.len().
-            unsafe {
-                let ids = x8.ids(p.add(i));
-                _mm512_storeu_si512(out.as_mut_ptr().add(i).cast(), ids);
-            }
-            i += 8;
-        }
-        short_ids_plain(&bytes[i..], k, key, &mut out[i..]);
+        // SAFETY: the CPU features are this function's.
+        unsafe { short_ids_with(WindowsX8::new(token, k, key), bytes, k, key, out) }
     }
 }
 

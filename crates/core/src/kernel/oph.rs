@@ -27,9 +27,13 @@ use crate::arch::Isa;
 #[cfg(target_arch = "x86_64")]
 use crate::arch::{Avx2, Avx512, Vbmi2, x86::mix64_x8};
 use crate::hash::{GOLDEN, mix64};
+#[cfg(target_arch = "x86_64")]
+use crate::window::ShortRun;
+#[cfg(target_arch = "x86_64")]
+use crate::window::WindowSink;
 use crate::window::WindowSource;
 #[cfg(target_arch = "x86_64")]
-use crate::window::{ShortRun, WindowSink, x86::WindowsX8};
+use crate::window::x86::WindowLanes;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 #[cfg(target_arch = "x86_64")]
@@ -417,21 +421,23 @@ impl Bounds for ByteBounds {
     }
 }
 
-/// Where [`pipeline`] takes its vectors of 8 ids from.
+/// Where a sign loop takes its vectors of ids from ([`pipeline`]'s of 8, `avx2::update`'s of 4): ids in memory
+/// ([`Ids`]) or windows of a text whose ids are computed in registers ([`Windows`]).
 #[cfg(target_arch = "x86_64")]
-trait Source {
-    /// The 8 ids of vector `t`, before the XOR of [`Source::offset`]: the hashed values are
+trait Source<V> {
+    /// The ids of vector `t`, before the XOR of [`Source::offset`]: the hashed values are
     /// `mix64(ids(t) ^ offset(seed))`.
     ///
     /// # Safety
-    /// `t` is below the vector count the pipeline was given, and the CPU supports AVX-512 F/DQ/BW/VL.
-    unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i;
+    /// `t` is below the vector count the loop was given, and the CPU supports `V`'s instruction set (AVX-512
+    /// F/DQ/BW/VL for `__m512i`, AVX2 for `__m256i`).
+    unsafe fn ids(&self, t: usize) -> V;
 
     /// The value XORed into every id before `mix64`, the seed included, in every lane.
     ///
     /// # Safety
-    /// The CPU supports AVX-512F.
-    unsafe fn offset(&self, seed: u64) -> std::arch::x86_64::__m512i;
+    /// The CPU supports `V`'s instruction set.
+    unsafe fn offset(&self, seed: u64) -> V;
 }
 
 /// Ids already in memory.
@@ -439,7 +445,7 @@ trait Source {
 struct Ids<'a>(&'a [u64]);
 
 #[cfg(target_arch = "x86_64")]
-impl Source for Ids<'_> {
+impl Source<std::arch::x86_64::__m512i> for Ids<'_> {
     #[inline(always)]
     unsafe fn offset(&self, seed: u64) -> std::arch::x86_64::__m512i {
         // SAFETY: AVX-512F by the caller's contract.
@@ -454,28 +460,56 @@ impl Source for Ids<'_> {
     }
 }
 
-/// Windows of a text, their ids computed in registers: vector t is the windows starting at bytes 8t..8t + 8, as
-/// the bytes shuffled into lanes ([`WindowsX8::raw`]), whose XOR with the key (the seed folded in by
-/// [`WindowsX8::xored`]) the pipeline folds into `mix64`'s first xorshift.
 #[cfg(target_arch = "x86_64")]
-struct Windows {
-    p: *const u8,
-    x8: WindowsX8,
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Source for Windows {
+impl Source<std::arch::x86_64::__m256i> for Ids<'_> {
     #[inline(always)]
-    unsafe fn offset(&self, _seed: u64) -> std::arch::x86_64::__m512i {
-        // The seed is in the key already (`xored`).
-        self.x8.key()
+    unsafe fn offset(&self, seed: u64) -> std::arch::x86_64::__m256i {
+        // SAFETY: AVX2 by the caller's contract.
+        unsafe { std::arch::x86_64::_mm256_set1_epi64x(seed as i64) }
     }
 
     #[inline(always)]
-    unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m512i {
-        // SAFETY: the caller made 16 bytes readable at 8t for every vector t it asks for, and runs on a CPU with
-        // AVX-512 F/BW (this trait's contract).
-        unsafe { self.x8.raw(self.p.add(8 * t)) }
+    unsafe fn ids(&self, t: usize) -> std::arch::x86_64::__m256i {
+        debug_assert!(4 * t + 4 <= self.0.len());
+        // SAFETY: 4t + 4 <= ids.len() by the caller's contract (vector t exists).
+        unsafe { std::arch::x86_64::_mm256_loadu_si256(self.0.as_ptr().add(4 * t).cast()) }
+    }
+}
+
+/// Windows of a text, their ids computed in registers: vector t is the windows starting at bytes
+/// `LANES * t..LANES * (t + 1)`, as the bytes shuffled into lanes ([`WindowLanes::raw`]), whose XOR with the key
+/// (the seed folded in by [`WindowLanes::xored`] when the source is made) the loop folds into `mix64`'s first
+/// xorshift.
+#[cfg(target_arch = "x86_64")]
+struct Windows<W> {
+    p: *const u8,
+    lanes: W,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<W: WindowLanes> Windows<W> {
+    /// The windows of `bytes`, `lanes` already holding the run's key; the seed is folded in here.
+    fn new(bytes: &[u8], lanes: W, token: W::Token, seed: u64) -> Self {
+        Windows {
+            p: bytes.as_ptr(),
+            lanes: lanes.xored(token, seed),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<W: WindowLanes> Source<W::Vector> for Windows<W> {
+    #[inline(always)]
+    unsafe fn offset(&self, _seed: u64) -> W::Vector {
+        // The seed is in the key already (`Windows::new`).
+        self.lanes.key()
+    }
+
+    #[inline(always)]
+    unsafe fn ids(&self, t: usize) -> W::Vector {
+        // SAFETY: the caller made 16 bytes readable at LANES * t for every vector t it asks for, and runs on a
+        // CPU with `W`'s instruction set (this trait's contract).
+        unsafe { self.lanes.raw(self.p.add(W::LANES * t)) }
     }
 }
 
@@ -506,7 +540,12 @@ unsafe fn written_candidates(buf: &[std::mem::MaybeUninit<u64>]) -> &[u64] {
 /// `t < vectors`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn pipeline<B: Bounds, S: Source>(src: &S, vectors: usize, seed: u64, bins: &mut [u32]) {
+unsafe fn pipeline<B: Bounds, S: Source<std::arch::x86_64::__m512i>>(
+    src: &S,
+    vectors: usize,
+    seed: u64,
+    bins: &mut [u32],
+) {
     // SAFETY: the intrinsics need the CPU features of this function's contract; the unsafe calls inside
     // carry their own reasons.
     unsafe {
@@ -708,7 +747,7 @@ unsafe fn sign_run_with<B: Bounds>(token: Avx512, run: &ShortRun<'_>, seed: u64,
     // A ShortRun guarantees these (checked when it was made); the memory safety below rests on them.
     assert!((1..=8).contains(&k) && count + k <= bytes.len() + 1);
     // The window ids with the seed XORed in, for the pipeline and the rest alike.
-    let x8 = run.x8(token).xored(token, seed);
+    let src = Windows::new(bytes, run.x8(token), token, seed);
     // Vector t reads bytes 8t..8t + 16 and covers windows 8t..8t + 8.
     let by_bytes = if bytes.len() >= 16 {
         (bytes.len() - 16) / 8 + 1
@@ -716,10 +755,6 @@ unsafe fn sign_run_with<B: Bounds>(token: Avx512, run: &ShortRun<'_>, seed: u64,
         0
     };
     let vectors = (count / 8).min(by_bytes);
-    let src = Windows {
-        p: bytes.as_ptr(),
-        x8,
-    };
     // SAFETY: for t < vectors, 8t + 16 <= bytes.len(); the CPU features by this function's contract.
     unsafe { pipeline::<B, _>(&src, vectors, seed, bins) };
     // The rest: fewer than 8 windows (count bound), or fewer than 16 (byte bound: 8 * vectors > len - 16, so
@@ -738,7 +773,7 @@ unsafe fn sign_run_with<B: Bounds>(token: Avx512, run: &ShortRun<'_>, seed: u64,
     for v in 0..rest.div_ceil(8) {
         // SAFETY: 8v + 16 <= 32 for v <= 1. Zero bytes past `avail` only reach lanes past `rest`: window j of
         // the copy uses bytes j..j + k <= rest + k - 1 <= avail. The CPU features by this function's contract.
-        let h = unsafe { mix64_x8(x8.ids(buf.as_ptr().add(8 * v))) };
+        let h = unsafe { mix64_x8(src.lanes.ids(buf.as_ptr().add(8 * v))) };
         let mut lanes = [0u64; 8];
         // SAFETY: `lanes` is 64 writable bytes; AVX-512F by this function's contract.
         unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), h) };
@@ -814,12 +849,11 @@ impl<T: RunSigner> WindowSink for RawSketchSink<'_, T> {
 /// path.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{Binner, EMPTY, min_update, written_candidates};
+    use super::{Binner, EMPTY, Ids, Source, Windows, min_update, written_candidates};
     use crate::arch::Avx2;
     use crate::arch::x86::{BITS4, Mix64x4};
     use crate::hash::mix64;
     use crate::window::ShortRun;
-    use crate::window::x86::WindowsX4;
     use std::arch::x86_64::*;
 
     /// Ids per chunk: the bound is refreshed once per chunk.
@@ -845,40 +879,6 @@ mod avx2 {
         t
     };
 
-    /// Where [`update`] takes its vectors of 4 ids from.
-    trait Source4 {
-        /// The 4 ids of vector `t`.
-        ///
-        /// # Safety
-        /// `t` is below the vector count `update` was given, and the CPU supports AVX2.
-        unsafe fn ids(&self, t: usize) -> __m256i;
-    }
-
-    struct Ids<'a>(&'a [u64]);
-
-    impl Source4 for Ids<'_> {
-        #[inline(always)]
-        unsafe fn ids(&self, t: usize) -> __m256i {
-            debug_assert!(4 * t + 4 <= self.0.len());
-            // SAFETY: 4t + 4 <= ids.len() by the caller's contract; AVX2 likewise.
-            unsafe { _mm256_loadu_si256(self.0.as_ptr().add(4 * t).cast()) }
-        }
-    }
-
-    /// Windows of a text, their ids computed in registers: vector t is the windows starting at bytes 4t..4t + 4.
-    struct Windows {
-        p: *const u8,
-        x4: WindowsX4,
-    }
-
-    impl Source4 for Windows {
-        #[inline(always)]
-        unsafe fn ids(&self, t: usize) -> __m256i {
-            // SAFETY: the caller made 16 bytes readable at 4t for every vector t it asks for; AVX2 likewise.
-            unsafe { self.x4.ids(self.p.add(4 * t)) }
-        }
-    }
-
     /// The raw-sketch update of `vectors` vectors of 4 inputs from `src`.
     ///
     /// Scheduling. `mix64` chains two emulated 64-bit multiplies, and the filter and compaction after it add
@@ -890,7 +890,13 @@ mod avx2 {
     /// # Safety
     /// The CPU must support AVX2, and `src.ids(t)` must be valid for `t < vectors`.
     #[inline(always)]
-    unsafe fn update(token: Avx2, src: &impl Source4, vectors: usize, seed: u64, bins: &mut [u32]) {
+    unsafe fn update(
+        token: Avx2,
+        src: &impl Source<__m256i>,
+        vectors: usize,
+        seed: u64,
+        bins: &mut [u32],
+    ) {
         /// Steps between a vector's load and its filter (software pipelining; see below).
         const DEPTH: usize = 3;
         if vectors == 0 {
@@ -902,13 +908,13 @@ mod avx2 {
         // SAFETY: AVX2 by this function's contract; the loads and stores below stay in `cand`, the
         // table and `src`'s valid vectors, as each comment says.
         unsafe {
-            let seed_v = _mm256_set1_epi64x(seed as i64);
+            let offset = src.offset(seed);
             let k_v = _mm256_set1_epi64x(bins.len() as i64);
             // Per lane: the low dword capped at EMPTY - 1 by an unsigned min, the high dword left as it is.
             let cap = _mm256_set1_epi64x(((u32::MAX as u64) << 32 | (EMPTY - 1) as u64) as i64);
             let bias = _mm256_set1_epi32(i32::MIN);
             let zero = _mm256_setzero_si256();
-            // Pipeline registers: after step t, `a` holds vector t's ids xor the seed, `b` vector t - 1 after
+            // Pipeline registers: after step t, `a` holds vector t's ids xor the offset, `b` vector t - 1 after
             // mix64's first multiply, `c` vector t - 2 after its second.
             let (mut a, mut b, mut c) = (zero, zero, zero);
             macro_rules! stages_1_to_3 {
@@ -916,7 +922,7 @@ mod avx2 {
                     c = mix.second(b);
                     b = mix.first(a);
                     // min(t, vectors - 1) < vectors: a valid vector, as `ids` requires.
-                    a = _mm256_xor_si256(src.ids(($t).min(vectors - 1)), seed_v);
+                    a = _mm256_xor_si256(src.ids(($t).min(vectors - 1)), offset);
                 }};
             }
             let mut t = 0usize;
@@ -986,10 +992,7 @@ mod avx2 {
             0
         };
         let vectors = (count / 4).min(by_bytes);
-        let src = Windows {
-            p: bytes.as_ptr(),
-            x4: run.x4(token),
-        };
+        let src = Windows::new(bytes, run.x4(token), token, seed);
         // SAFETY: for t < vectors, 4t + 16 <= bytes.len(); the CPU features are this function's.
         unsafe { update(token, &src, vectors, seed, bins) };
         let binner = Binner::new(bins.len());
