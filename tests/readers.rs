@@ -216,7 +216,7 @@ fn skip_mode_counts_every_rejection_but_keeps_only_the_first_twenty_messages() {
     assert_eq!(stats.first_rejections.len(), 20);
     assert!(stats.first_rejections[0].contains(":2: "));
     assert!(stats.first_rejections[19].contains(":40: "));
-    let report = stats.report();
+    let report = lshbench::cli::report::read_stats(&stats);
     assert!(report.starts_with("read 50 records: 25 documents, 25 rejected"));
     assert!(report.contains("and 5 more rejected records"), "{report}");
 }

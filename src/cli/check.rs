@@ -347,7 +347,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
         None => go(&mut std::io::sink())?,
     }
     bar.finish();
-    println!("{}", reader.stats().report().trim_end());
+    println!("{}", super::report::read_stats(reader.stats()).trim_end());
     let refused: Vec<String> = tally
         .not_inserted
         .iter()

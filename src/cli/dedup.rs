@@ -231,7 +231,7 @@ pub fn summary(report: &DedupReport) -> String {
     let mut s = String::new();
     let c = &o.candidates;
     let t = config.choice.threshold;
-    let _ = writeln!(s, "{}", read.report());
+    let _ = writeln!(s, "{}", super::report::read_stats(read));
     let new_docs = o.ids.len() - o.loaded;
     let _ = writeln!(
         s,

@@ -48,7 +48,7 @@ fn run_on_pool(args: &ExactArgs) -> anyhow::Result<()> {
     bar.finish();
     let join = joined?;
     exact::write_pairs_csv(&args.output, &join.ids, &join.pairs)?;
-    println!("{}", join.stats.report());
+    println!("{}", super::report::read_stats(&join.stats));
     println!(
         "documents: {}, {} empty (never paired); pairs with J >= {t}: {}",
         join.ids.len(),

@@ -7,6 +7,7 @@ pub mod check;
 pub mod dedup;
 pub mod exact;
 pub mod r#gen;
+pub mod report;
 pub mod run;
 pub mod scurve;
 pub mod serve;

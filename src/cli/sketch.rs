@@ -72,7 +72,7 @@ pub fn summary(report: &SketchReport) -> String {
     format!(
         "{}\nsketched {} documents, {} of them empty (their rows are all 4294967295)\n\
          kernel {} on {}, k = {}, seed {}, shingle {}, {} threads: {:.3} s, {:.1} MB/s of text\nwrote {}\n",
-        report.read.report(),
+        super::report::read_stats(&report.read),
         report.documents,
         report.empty,
         report.kernel,

@@ -153,43 +153,6 @@ pub struct ReadStats {
 /// How many rejection messages [`ReadStats`] keeps.
 pub const MAX_KEPT_REJECTIONS: usize = 20;
 
-impl ReadStats {
-    /// One line for a run summary, e.g.
-    /// `read 6046 records: 6046 documents, 0 rejected, 0 with invalid UTF-8 replaced`.
-    /// `, N duplicate ids` is added when some id repeats.
-    pub fn summary_line(&self) -> String {
-        let mut line = format!(
-            "read {} records: {} documents, {} rejected, {} with invalid UTF-8 replaced",
-            self.records, self.documents, self.rejected, self.utf8_replaced
-        );
-        if self.duplicate_ids > 0 {
-            line.push_str(&format!(
-                ", {} duplicate ids (kept; outputs repeat them)",
-                self.duplicate_ids
-            ));
-        }
-        line
-    }
-
-    /// The summary line followed by the kept rejection messages, one per indented line, and a note when more
-    /// were rejected than kept.
-    pub fn report(&self) -> String {
-        let mut out = self.summary_line();
-        for msg in &self.first_rejections {
-            out.push_str("\n  rejected: ");
-            out.push_str(msg);
-        }
-        let kept = self.first_rejections.len() as u64;
-        if self.rejected > kept {
-            out.push_str(&format!(
-                "\n  ... and {} more rejected records",
-                self.rejected - kept
-            ));
-        }
-        out
-    }
-}
-
 /// A rejected record, before the reader attaches the corpus path (`file` is set when the record lives in a
 /// file of a directory corpus).
 pub(super) struct Bad {

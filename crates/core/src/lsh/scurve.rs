@@ -1,7 +1,7 @@
 //! S-curve theory for LSH banding: with b bands of r rows, two sets of Jaccard similarity s share at least one
 //! band with probability P(s) = 1 - (1 - s^r)^b (Mining of Massive Datasets, ch. 3). Its landmarks, a root finder
 //! for any crossing probability, and what a histogram of pair similarities predicts (expected candidates and
-//! recall). Also the report of `lshbench scurve`.
+//! recall). `lshbench scurve` prints them (its table is the CLI's).
 
 use std::fmt;
 
@@ -266,54 +266,6 @@ impl ScurveOptions {
         }
         Ok(banding)
     }
-
-    /// The text `lshbench scurve` prints ([`report`]), once the options are checked.
-    pub fn report(&self) -> Result<String, ScurveError> {
-        Ok(report(&self.banding()?, self.step, &self.crossings))
-    }
-}
-
-/// The text `lshbench scurve` prints: the banding's landmarks and its P(s) table. Unchecked: `step` must lie
-/// in (0, 1] (see [`ScurveOptions::report`]).
-pub fn report(banding: &Banding, step: f64, crossings: &[f64]) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "banding {banding}: {} bands x {} rows = {} hashes; P(s) = 1 - (1 - s^{})^{}",
-        banding.bands,
-        banding.rows,
-        banding.hashes(),
-        banding.rows,
-        banding.bands
-    );
-    let _ = writeln!(
-        out,
-        "rule-of-thumb threshold (1/b)^(1/r) = {:.4}  (P there = {:.4})",
-        banding.rule_of_thumb(),
-        banding.probability(banding.rule_of_thumb())
-    );
-    let _ = writeln!(
-        out,
-        "steepest point ((r-1)/(rb-1))^(1/r) = {:.4}  (P there = {:.4})",
-        banding.steepest_point(),
-        banding.probability(banding.steepest_point())
-    );
-    let _ = writeln!(out, "P(s) = 1/2 at s = {:.4}", banding.half_point());
-    for &p in crossings {
-        let _ = writeln!(out, "P(s) = {p} at s = {:.4}", banding.crossing(p));
-    }
-    let _ = writeln!(out, "\n{:>6}  {:>10}", "s", "P(s)");
-    let steps = (1.0 / step).round() as usize;
-    for i in 0..=steps {
-        let s = (i as f64 * step).min(1.0);
-        let _ = writeln!(
-            out,
-            "{s:>6.3}  {:>10}",
-            format_probability(banding.probability(s))
-        );
-    }
-    out
 }
 
 /// A probability with 4 decimals, switching to scientific notation (4 significant digits) below 1e-4.
@@ -479,11 +431,11 @@ mod tests {
             step: 0.1,
             crossings: vec![0.5],
         };
-        assert_eq!(ok.report().unwrap(), report(&b(20, 5), 0.1, &[0.5]));
+        assert_eq!(ok.banding().unwrap(), b(20, 5));
         let with = |f: fn(&mut ScurveOptions)| {
             let mut o = ok.clone();
             f(&mut o);
-            o.report().unwrap_err()
+            o.banding().unwrap_err()
         };
         assert_eq!(
             with(|o| o.bands = 0),
@@ -503,15 +455,5 @@ mod tests {
             }),
             ScurveError::Banding(BandingError::ZeroRows)
         );
-    }
-
-    #[test]
-    fn report_names_the_landmarks() {
-        let text = report(&b(20, 5), 0.1, &[0.5]);
-        assert!(
-            text.contains("rule-of-thumb threshold (1/b)^(1/r) = 0.5493"),
-            "{text}"
-        );
-        assert!(text.contains("0.500      0.4701"), "{text}");
     }
 }
