@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Throughput of `lshbench serve` at one commit against another, measured side by side in one run:
 #   bash experiments/serve/ab.sh BASE [DOCS [CLIENTS [ROUNDS]]]     # default 200000 documents, 16 clients, 3 rounds
-# Builds BASE's release binary (a temporary worktree sharing this checkout's target directory, so only lshbench
-# itself is compiled again) and this checkout's, then checks the same DOCS documents of `lshbench gen` (about
+# Builds BASE's release binary (a temporary worktree, into its own target directory, target/ab-base, kept between
+# runs) and this checkout's, then checks the same DOCS documents of `lshbench gen` (about
 # 1.5 KB, seed 7; word 3-grams at 0.5, exact verification, as bench.sh) into a new index with each, one document
 # per request from CLIENTS wrk connections, alternating BASE and HEAD ROUNDS times so that a change of the
 # machine's speed during the run touches both (AB_BASE_BIN and AB_HEAD_BIN name binaries already built, and
@@ -28,8 +28,11 @@ if [ -n "${AB_BASE_BIN:-}" ] && [ -n "${AB_HEAD_BIN:-}" ]; then
 else
     git worktree add --detach "$work/base" "$base" >/dev/null
     trap 'git worktree remove --force "$work/base" >/dev/null 2>&1 || true' EXIT
-    (cd "$work/base" && CARGO_TARGET_DIR=$target cargo build --release --locked --bin lshbench)
-    cp "$target/release/lshbench" "$work/lshbench-base"
+    # Not this checkout's target directory: cargo keys a workspace's crates by their path relative to the
+    # workspace, so after a build from the worktree, this checkout's older sources would look built and HEAD's
+    # binary would be BASE's.
+    (cd "$work/base" && CARGO_TARGET_DIR=$target/ab-base cargo build --release --locked --bin lshbench)
+    cp "$target/ab-base/release/lshbench" "$work/lshbench-base"
     cargo build --release --locked --bin lshbench
     cp "$target/release/lshbench" "$work/lshbench-head"
 fi
