@@ -251,13 +251,22 @@ def sh(cmd, **kw) -> subprocess.CompletedProcess:
 
 
 def cpu_model() -> str:
+    """The first CPU's model name, vendor, family and model, and whether it runs AVX-512: a VM's model name
+    ("AMD EPYC") alone does not tell one generation from another."""
+    fields = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
-        pass
-    return platform.processor() or "unknown"
+        return platform.processor() or "unknown"
+    avx512 = "AVX-512" if "avx512f" in fields.get("flags", "").split() else "AVX2, no AVX-512"
+    return (
+        f"{fields.get('model name', '?')} ({fields.get('vendor_id', '?')} family {fields.get('cpu family', '?')} "
+        f"model {fields.get('model', '?')}, {avx512})"
+    )
 
 
 def git_commit() -> str:
