@@ -196,19 +196,19 @@ impl LshIndex {
     /// Removes document `doc`, inserted with `signature`. Returns false, changing nothing, when `doc` is not in
     /// the bucket of that signature's first band (it was never inserted, or under another signature).
     pub fn remove(&mut self, doc: u32, signature: &[u32]) -> bool {
+        if doc as usize >= self.next[0].len() {
+            return false;
+        }
         let mut keys = std::mem::take(&mut self.keys);
         self.hasher.keys(signature, &mut keys);
-        let present = (doc as usize) < self.next[0].len()
-            && self.heads[0].get(&keys[0]).is_some_and(|&(head, _)| {
-                let mut at = head;
-                while at != NIL && at != doc {
-                    at = self.next[0][at as usize];
-                }
-                at == doc
-            });
+        // The first band's walk is also the check: nothing has changed when it does not find the document.
+        let present = self.unlink(0, keys[0], doc);
         if present {
-            for (band, &key) in keys.iter().enumerate() {
-                self.unlink(band, key, doc);
+            for (band, &key) in keys.iter().enumerate().skip(1) {
+                assert!(
+                    self.unlink(band, key, doc),
+                    "a document is in its bucket in every band it was inserted in"
+                );
             }
             self.len -= 1;
         }
@@ -216,22 +216,21 @@ impl LshIndex {
         present
     }
 
-    /// Takes `doc` out of its bucket `key` in `band`.
-    fn unlink(&mut self, band: usize, key: u64, doc: u32) {
+    /// Takes `doc` out of its bucket `key` in `band`; false, changing nothing, when it is not there.
+    fn unlink(&mut self, band: usize, key: u64, doc: u32) -> bool {
         let next = &mut self.next[band];
-        let entry = self.heads[band]
-            .get_mut(&key)
-            .expect("a document's bucket exists in every band it was inserted in");
+        let Some(entry) = self.heads[band].get_mut(&key) else {
+            return false;
+        };
         if entry.0 == doc {
             entry.0 = next[doc as usize];
         } else {
             let mut at = entry.0;
-            while next[at as usize] != doc {
+            while at != NIL && next[at as usize] != doc {
                 at = next[at as usize];
-                assert_ne!(
-                    at, NIL,
-                    "a document is in its bucket in every band it was inserted in"
-                );
+            }
+            if at == NIL {
+                return false;
             }
             next[at as usize] = next[doc as usize];
         }
@@ -240,6 +239,7 @@ impl LshIndex {
             self.heads[band].remove(&key);
         }
         next[doc as usize] = NIL;
+        true
     }
 
     /// The documents sharing at least one band with `signature`, sorted, each once. A bucket over the cap is
